@@ -1,0 +1,67 @@
+"""The ``wmforge`` console script."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import PARAMS_PATH, ConfigError, composed_yaml
+
+
+def cmd_params(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge params",
+                                 description="Compose conf/ into params.yaml (as dvc exp run does)")
+    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. inventory.max_extent_m=5000")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 when params.yaml differs from what conf/ composes to")
+    ap.add_argument("--out", default=str(PARAMS_PATH))
+    args = ap.parse_args(argv)
+    try:
+        text = composed_yaml(args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    if args.check:
+        current = out.read_text(encoding="utf-8") if out.exists() else ""
+        if current != text:
+            print(f"{out} is stale: run `wmforge params` to recompose it from conf/",
+                  file=sys.stderr)
+            return 1
+        print(f"{out} is up to date with conf/")
+        return 0
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_lint(argv: list[str]) -> int:
+    """ruff + mypy on stages/ (one command, as CI runs it)."""
+    py = sys.executable
+    rc = subprocess.call([py, "-m", "ruff", "check", "stages", "tests"])
+    rc |= subprocess.call([py, "-m", "mypy", "stages"])
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {
+        "params": cmd_params,
+        "lint": cmd_lint,
+        "sample-library": lambda a: __import__("stages.sample_library", fromlist=["main"]).main(a),
+        "inventory": lambda a: __import__("stages.inventory", fromlist=["main"]).main(a),
+    }
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
+              "  params          compose conf/ into params.yaml (--check to verify)\n"
+              "  lint            ruff + mypy on stages/\n"
+              "  sample-library  write the bundled sample asset library\n"
+              "  inventory       scan an asset library → levels/characters.parquet")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return int(commands[argv[0]](argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

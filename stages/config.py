@@ -1,0 +1,144 @@
+"""Structured configuration: one dataclass per stage, composed by Hydra from ``conf/``.
+
+``conf/`` is the single source; ``params.yaml`` is its composed result (committed, rewritten by
+``wmforge params``; DVC rewrites it itself on ``dvc exp run``). Every stage validates the part of
+``params.yaml`` it reads against these dataclasses before any work, so a misspelt key or a wrong
+type stops the run at start-up naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+PARAMS_PATH = REPO_ROOT / "params.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, misspelt, of the wrong type or out of range."""
+
+
+@dataclass
+class LibraryConfig:
+    # asset library root that `inventory` scans (relative paths are relative to the repo root)
+    root: str = "assets/sample"
+    # user-edited per-level overrides (walk speed, exposure, enabled); relative to `root`
+    overrides_file: str = "overrides.yaml"
+
+
+@dataclass
+class SampleLibraryConfig:
+    # seed of the procedural sample-asset generator: same seed, same bytes
+    seed: int = 7
+    # grid cells per side of generated terrain heightfields (triangles = 2 * cells^2)
+    terrain_cells: int = 48
+    # side of generated square textures, pixels (power of two)
+    texture_size: int = 128
+    # copy the real third-party assets shipped in installed wheels (panda3d models, pybullet_data)
+    include_wheel_assets: bool = True
+
+
+@dataclass
+class InventoryConfig:
+    # levels whose horizontal extent exceeds this are treated as partitioned open worlds, metres
+    max_extent_m: float = 1000.0
+    # collision capsule = model bounding box x this safety factor (slightly above 1)
+    capsule_safety: float = 1.1
+    # minimum capsule radius, metres (clamp for thin or flat characters)
+    min_capsule_radius_m: float = 0.2
+    # minimum capsule total height, metres
+    min_capsule_height_m: float = 0.6
+    # default walking speed when neither character nor level override sets one, m/s
+    default_walk_speed: float = 1.6
+    # enable showcase / preview layouts for production (the paper excludes them)
+    enable_showcase: bool = False
+    # enable sub-levels that are partial on their own (the paper excludes them)
+    enable_sublevels: bool = False
+    # per-file read limit, bytes; larger files are inventoried by size only
+    max_probe_bytes: int = 256_000_000
+
+
+@dataclass
+class EngineConfig:
+    # which adapter: "embedded" (Panda3D + Bullet) or "unreal"
+    name: str = "embedded"
+    # Panda3D display module for offscreen rendering (p3headlessgl = EGL; p3tinydisplay = software)
+    display: str = "p3headlessgl"
+    # simulation rate, frames per second (fixed step)
+    fps: int = 30
+
+
+@dataclass
+class WmforgeConfig:
+    # global seed; every work unit derives its own seed from this and its id
+    seed: int = 0
+    library: LibraryConfig = field(default_factory=LibraryConfig)
+    sample_library: SampleLibraryConfig = field(default_factory=SampleLibraryConfig)
+    inventory: InventoryConfig = field(default_factory=InventoryConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra's ConfigStore (name ``wmforge_schema``)."""
+    ConfigStore.instance().store(name="wmforge_schema", node=WmforgeConfig)
+
+
+register_configs()
+
+
+def validate(raw: Any, source: str) -> WmforgeConfig:
+    """Merge ``raw`` onto the schema; raise ConfigError naming ``source`` and the bad key."""
+    schema = OmegaConf.structured(WmforgeConfig)
+    try:
+        merged = OmegaConf.merge(schema, raw)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        msg = str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: bad config key '{key}': {msg}") from None
+    assert isinstance(obj, WmforgeConfig)
+    return obj
+
+
+def compose(overrides: list[str] | None = None, conf_dir: Path = CONF_DIR) -> DictConfig:
+    """Compose ``conf/`` the way ``dvc exp run`` does (plain Hydra compose, resolved)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(conf_dir.resolve()), version_base=None):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides or []))
+    OmegaConf.resolve(cfg)
+    return cfg
+
+
+def composed_yaml(overrides: list[str] | None = None, conf_dir: Path = CONF_DIR) -> str:
+    """The exact text DVC writes to params.yaml for this composition."""
+    cfg = compose(overrides, conf_dir)
+    validate(cfg, f"{conf_dir}")
+    return OmegaConf.to_yaml(cfg)
+
+
+def load_params(path: Path | str = PARAMS_PATH, overrides: list[str] | None = None) -> WmforgeConfig:
+    """Read and validate params.yaml (plus dotted ``key=value`` overrides)."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: not found; run `wmforge params` to compose it from conf/")
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as exc:  # yaml syntax error
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if overrides:
+        try:
+            raw = OmegaConf.merge(raw, OmegaConf.from_dotlist(list(overrides)))
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"override {overrides}: {exc}") from None
+    return validate(raw, str(path))

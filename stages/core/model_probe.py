@@ -1,0 +1,332 @@
+"""Read a model or level file's structure without an engine: format check, bounds, counts.
+
+Supported: glTF 2.0 (.glb, .gltf), Wavefront .obj, Panda3D .egg / .egg.pz, .bam (header only),
+Unreal .umap/.uasset (existence and package tag only). Standard library only.
+
+Bounds are returned in the contract's world frame (Z up, metres): glTF is Y-up by its spec and
+is converted here; other formats take an ``up_axis`` hint ("Y" or "Z") from the pack metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
+UNREAL_PACKAGE_TAG = 0x9E2A83C1
+
+
+class ProbeError(Exception):
+    """A file that cannot be used; ``reason`` is a short reason code for the inventory row."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class ModelProbe:
+    format: str
+    triangles: int = 0
+    meshes: int = 0
+    nodes: int = 0
+    bounds_min: tuple[float, float, float] | None = None
+    bounds_max: tuple[float, float, float] | None = None
+    # marker nodes found by name/extras (world positions, Z up)
+    player_starts: list[tuple[float, float, float]] = field(default_factory=list)
+    pois: list[tuple[float, float, float]] = field(default_factory=list)
+    lights: int = 0
+    cameras: int = 0
+    animations: list[str] = field(default_factory=list)
+    dynamic_props: int = 0
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def extent(self) -> tuple[float, float, float]:
+        if self.bounds_min is None or self.bounds_max is None:
+            return (0.0, 0.0, 0.0)
+        return tuple(b - a for a, b in zip(self.bounds_min, self.bounds_max, strict=True))  # type: ignore[return-value]
+
+
+def model_format(path: Path) -> str | None:
+    name = path.name.lower()
+    for suf in LEVEL_SUFFIXES:
+        if name.endswith(suf):
+            return suf.lstrip(".")
+    return None
+
+
+def _read(path: Path, max_bytes: int) -> bytes:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise ProbeError("too_large", f"{size} bytes exceeds the probe limit of {max_bytes}")
+    return path.read_bytes()
+
+
+# ---------------------------------------------------------------- glTF
+
+
+def _quat_rotate(q: tuple[float, float, float, float], v: tuple[float, float, float]):
+    x, y, z, w = q  # glTF order
+    vx, vy, vz = v
+    # t = 2 * cross(q.xyz, v); v' = v + w t + cross(q.xyz, t)
+    tx = 2 * (y * vz - z * vy)
+    ty = 2 * (z * vx - x * vz)
+    tz = 2 * (x * vy - y * vx)
+    return (
+        vx + w * tx + (y * tz - z * ty),
+        vy + w * ty + (z * tx - x * tz),
+        vz + w * tz + (x * ty - y * tx),
+    )
+
+
+class _Affine:
+    """3x4 affine transform as rows."""
+
+    def __init__(self, m: list[list[float]] | None = None):
+        self.m = m or [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0]]
+
+    @classmethod
+    def from_node(cls, node: dict) -> _Affine:
+        if "matrix" in node:
+            c = node["matrix"]  # column-major 4x4
+            return cls([[c[0], c[4], c[8], c[12]], [c[1], c[5], c[9], c[13]],
+                        [c[2], c[6], c[10], c[14]]])
+        t = node.get("translation", [0, 0, 0])
+        r = node.get("rotation", [0, 0, 0, 1])
+        s = node.get("scale", [1, 1, 1])
+        cols = [_quat_rotate(tuple(r), (s[0], 0, 0)), _quat_rotate(tuple(r), (0, s[1], 0)),
+                _quat_rotate(tuple(r), (0, 0, s[2]))]
+        return cls([[cols[0][i], cols[1][i], cols[2][i], t[i]] for i in range(3)])
+
+    def __matmul__(self, o: _Affine) -> _Affine:
+        a, b = self.m, o.m
+        out = []
+        for i in range(3):
+            row = [sum(a[i][k] * b[k][j] for k in range(3)) for j in range(3)]
+            row.append(sum(a[i][k] * b[k][3] for k in range(3)) + a[i][3])
+            out.append(row)
+        return _Affine(out)
+
+    def apply(self, p) -> tuple[float, float, float]:
+        m = self.m
+        return tuple(m[i][0] * p[0] + m[i][1] * p[1] + m[i][2] * p[2] + m[i][3] for i in range(3))  # type: ignore[return-value]
+
+
+def _y_up_to_z_up(p) -> tuple[float, float, float]:
+    return (p[0], -p[2], p[1])
+
+
+def _parse_glb(data: bytes) -> tuple[dict, int]:
+    if len(data) < 20:
+        raise ProbeError("corrupt_file", f"glb is {len(data)} bytes, shorter than its header")
+    magic, version, length = struct.unpack_from("<4sII", data, 0)
+    if magic != b"glTF":
+        raise ProbeError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
+    if version != 2:
+        raise ProbeError("unsupported_format", f"glTF version {version}, expected 2")
+    if length != len(data):
+        raise ProbeError("corrupt_file", f"glb header says {length} bytes, file has {len(data)}")
+    clen, ctype = struct.unpack_from("<I4s", data, 12)
+    if ctype != b"JSON" or 20 + clen > len(data):
+        raise ProbeError("corrupt_file", "first glb chunk is not a complete JSON chunk")
+    try:
+        doc = json.loads(data[20 : 20 + clen].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProbeError("corrupt_file", f"glb JSON chunk does not parse: {exc}") from None
+    bin_len = 0
+    off = 20 + clen
+    if off + 8 <= len(data):
+        blen, btype = struct.unpack_from("<I4s", data, off)
+        if btype == b"BIN\x00":
+            if off + 8 + blen > len(data):
+                raise ProbeError("corrupt_file", "glb BIN chunk runs past the end of the file")
+            bin_len = blen
+    return doc, bin_len
+
+
+def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
+    if not isinstance(doc, dict) or "asset" not in doc:
+        raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
+    buffers = doc.get("buffers", [])
+    views = doc.get("bufferViews", [])
+    accessors = doc.get("accessors", [])
+    for i, v in enumerate(views):
+        buf = buffers[v.get("buffer", 0)] if v.get("buffer", 0) < len(buffers) else None
+        if buf is None:
+            raise ProbeError("corrupt_file", f"bufferView {i} names a missing buffer")
+        end = v.get("byteOffset", 0) + v.get("byteLength", 0)
+        limit = bin_len if (bin_len is not None and "uri" not in buf) else buf.get("byteLength", 0)
+        if end > limit:
+            raise ProbeError("corrupt_file", f"bufferView {i} ends at {end}, buffer has {limit}")
+    probe = ModelProbe(format="gltf")
+    meshes = doc.get("meshes", [])
+    nodes = doc.get("nodes", [])
+    probe.meshes = len(meshes)
+    probe.nodes = len(nodes)
+    probe.lights = len(doc.get("extensions", {}).get("KHR_lights_punctual", {}).get("lights", []))
+    probe.cameras = len(doc.get("cameras", []))
+    probe.animations = [a.get("name", f"anim{i}") for i, a in enumerate(doc.get("animations", []))]
+    probe.extras = doc.get("scenes", [{}])[doc.get("scene", 0)].get("extras", {}) if doc.get(
+        "scenes") else {}
+    lo = [math.inf] * 3
+    hi = [-math.inf] * 3
+
+    def visit(idx: int, parent: _Affine, depth: int) -> None:
+        if depth > 64 or idx >= len(nodes):
+            raise ProbeError("corrupt_file", f"node {idx} is missing or the node tree is cyclic")
+        node = nodes[idx]
+        world = parent @ _Affine.from_node(node)
+        name = str(node.get("name", ""))
+        extras = node.get("extras", {}) or {}
+        pos = _y_up_to_z_up(world.apply((0, 0, 0)))
+        role = extras.get("role", "")
+        if role == "player_start" or name.startswith("PlayerStart"):
+            probe.player_starts.append(pos)
+        if role == "poi" or name.startswith("POI"):
+            probe.pois.append(pos)
+        if extras.get("dynamic"):
+            probe.dynamic_props += 1
+        if "mesh" in node:
+            mesh = meshes[node["mesh"]] if node["mesh"] < len(meshes) else None
+            if mesh is None:
+                raise ProbeError("corrupt_file", f"node {idx} names missing mesh {node['mesh']}")
+            for prim in mesh.get("primitives", []):
+                pa = prim.get("attributes", {}).get("POSITION")
+                if pa is None or pa >= len(accessors):
+                    raise ProbeError("corrupt_file", f"mesh {node['mesh']} lacks POSITION")
+                acc = accessors[pa]
+                if prim.get("indices") is not None and prim["indices"] < len(accessors):
+                    probe.triangles += accessors[prim["indices"]].get("count", 0) // 3
+                else:
+                    probe.triangles += acc.get("count", 0) // 3
+                if "min" in acc and "max" in acc:
+                    a, b = acc["min"], acc["max"]
+                    for cx in (a[0], b[0]):
+                        for cy in (a[1], b[1]):
+                            for cz in (a[2], b[2]):
+                                p = _y_up_to_z_up(world.apply((cx, cy, cz)))
+                                for k in range(3):
+                                    lo[k] = min(lo[k], p[k])
+                                    hi[k] = max(hi[k], p[k])
+        for child in node.get("children", []):
+            visit(child, world, depth + 1)
+
+    scenes = doc.get("scenes", [])
+    roots = scenes[doc.get("scene", 0)].get("nodes", []) if scenes else list(range(len(nodes)))
+    for r in roots:
+        visit(r, _Affine(), 0)
+    if lo[0] <= hi[0]:
+        probe.bounds_min = (lo[0], lo[1], lo[2])
+        probe.bounds_max = (hi[0], hi[1], hi[2])
+    return probe
+
+
+# ---------------------------------------------------------------- text formats
+
+_EGG_VERTEX = re.compile(rb"<Vertex>\s*\S*\s*\{\s*([-+0-9.eE]+)\s+([-+0-9.eE]+)\s+([-+0-9.eE]+)")
+
+
+def _bounds_update(lo: list[float], hi: list[float], p) -> None:
+    for k in range(3):
+        if p[k] < lo[k]:
+            lo[k] = p[k]
+        if p[k] > hi[k]:
+            hi[k] = p[k]
+
+
+def _probe_points(fmt: str, points, triangles: int, up_axis: str, scale: float) -> ModelProbe:
+    lo = [math.inf] * 3
+    hi = [-math.inf] * 3
+    for p in points:
+        q = (p[0], -p[2], p[1]) if up_axis == "Y" else p
+        _bounds_update(lo, hi, q)
+    probe = ModelProbe(format=fmt, triangles=triangles, meshes=1)
+    if lo[0] <= hi[0]:
+        probe.bounds_min = (lo[0] * scale, lo[1] * scale, lo[2] * scale)
+        probe.bounds_max = (hi[0] * scale, hi[1] * scale, hi[2] * scale)
+    return probe
+
+
+def _probe_obj(data: bytes, up_axis: str, scale: float) -> ModelProbe:
+    points = []
+    triangles = 0
+    for line in data.splitlines():
+        if line.startswith(b"v "):
+            parts = line.split()
+            try:
+                points.append((float(parts[1]), float(parts[2]), float(parts[3])))
+            except (IndexError, ValueError):
+                raise ProbeError("corrupt_file", f"bad obj vertex line {line[:60]!r}") from None
+        elif line.startswith(b"f "):
+            triangles += max(len(line.split()) - 3, 0)
+    if not points:
+        raise ProbeError("corrupt_file", "obj has no vertices")
+    return _probe_points("obj", points, triangles, up_axis, scale)
+
+
+def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> ModelProbe:
+    if compressed:
+        try:
+            data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
+        except zlib.error:
+            try:
+                data = zlib.decompress(data, 31)
+            except zlib.error as exc:
+                raise ProbeError("corrupt_file", f".pz does not decompress: {exc}") from None
+    if b"<" not in data[:4096]:
+        raise ProbeError("corrupt_file", "not an egg file (no <Tag> in the first 4 KiB)")
+    points = [tuple(float(c) for c in m.groups()) for m in _EGG_VERTEX.finditer(data)]
+    polygons = data.count(b"<Polygon>")
+    probe = _probe_points("egg", points, polygons, up_axis, scale)
+    probe.animations = ["anim"] if b"<Bundle>" in data else []
+    probe.meshes = max(1, data.count(b"<Group>"))
+    return probe
+
+
+def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: str = "Z",
+                scale: float = 1.0) -> ModelProbe:
+    """Probe one model/level file; raise ProbeError with a reason code when it is unusable."""
+    fmt = model_format(path)
+    if fmt is None:
+        raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
+    try:
+        if fmt == "umap":
+            size = path.stat().st_size
+            probe = ModelProbe(format="umap")
+            if size >= 4:
+                with path.open("rb") as fh:
+                    (tag,) = struct.unpack("<I", fh.read(4))
+                probe.extras["package_tag_ok"] = tag == UNREAL_PACKAGE_TAG
+            return probe
+        data = _read(path, max_bytes)
+    except ProbeError:
+        raise
+    except OSError as exc:
+        raise ProbeError("unreadable", f"{exc.strerror or exc}") from None
+    if not data:
+        raise ProbeError("corrupt_file", "file is empty")
+    if fmt == "glb":
+        doc, bin_len = _parse_glb(data)
+        return _probe_gltf_doc(doc, bin_len)
+    if fmt == "gltf":
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
+        return _probe_gltf_doc(doc, None)
+    if fmt == "obj":
+        return _probe_obj(data, up_axis, scale)
+    if fmt in ("egg", "egg.pz"):
+        return _probe_egg(data, fmt == "egg.pz", up_axis, scale)
+    if fmt == "bam":
+        if not data.startswith(b"pbj\x00\n\r"):
+            raise ProbeError("corrupt_file", "bam magic missing")
+        return ModelProbe(format="bam")
+    raise ProbeError("unsupported_format", fmt)  # pragma: no cover

@@ -1,0 +1,456 @@
+"""`inventory` stage (paper §4.1): scan an asset library, write levels.parquet and
+characters.parquet.
+
+Each top-level folder of the library root is a pack. For each pack the real content directory is
+recorded (no fixed path assumed: the first ``Content`` folder on the way to its levels, else the
+levels' nearest common folder). Each candidate level gets a kind (see ``stages.core.levels`` for
+the heuristics; model files beside a ``character.json`` or under ``Characters/``, ``Animations/``
+or ``__ExternalActors__/`` folders are never level candidates), ``enabled``, a reason when disabled, sizes and counts, and the user's per-level
+overrides (``overrides.yaml`` at the library root). Characters are found by their
+``character.json`` manifests and calibrated (``stages.core.characters``).
+
+Bad input never crashes the stage and is never read past the library root: unreadable or corrupt
+files, symlink loops, links pointing outside the root, names with ``..`` or non-UTF-8 bytes, and
+empty packs each become a row with a reason code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from .config import ConfigError, InventoryConfig, load_params
+from .core.actions import ACTIONS, resolve_animation_map
+from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
+from .core.levels import classify_by_name, disabled_reason
+from .core.model_probe import ProbeError, model_format, probe_model
+
+LEVEL_COLUMNS = [
+    "level_id", "pack", "content_dir", "path", "format", "kind", "enabled", "reason", "detail",
+    "category", "license", "size_bytes", "file_count", "triangles", "meshes", "nodes", "lights",
+    "cameras", "animations", "dynamic_props", "player_starts", "pois", "extent_x_m",
+    "extent_y_m", "extent_z_m", "bounds_json", "player_starts_json", "pois_json", "lighting",
+    "up_axis", "scale", "walk_speed", "exposure_compensation", "override_note",
+]
+CHARACTER_COLUMNS = [
+    "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
+    "scale", "yaw_correction_deg", "walk_speed", "height_offset_m", "visual_height_m",
+    "footprint_m", "capsule_radius_m", "capsule_half_height_m", "capsule_clamped",
+    "step_height_m", "animation_json", "animation_notes", "model_clips",
+]
+
+
+@dataclass
+class Entry:
+    """One file found under the library root (or a problem found instead of a file)."""
+
+    rel: str  # path relative to the root, safe to print
+    path: Path | None  # None when the entry must not be read
+    problem: str | None = None
+    detail: str = ""
+
+
+def _safe_rel(root: Path, p: Path) -> str:
+    rel = os.path.relpath(p, root)
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _name_problem(name: str) -> tuple[str, str] | None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "non_utf8_name", "file name is not valid UTF-8"
+    if ".." in name:
+        return "unsafe_name", "file name contains '..'"
+    return None
+
+
+def walk_library(root: Path) -> Iterator[Entry]:
+    """Yield every file below ``root``, following links only inside the root, each dir once."""
+    root = root.resolve()
+    seen: set[str] = set()
+
+    def walk(d: Path) -> Iterator[Entry]:
+        try:
+            real = os.path.realpath(d)
+            if real in seen:
+                return
+            seen.add(real)
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            yield Entry(_safe_rel(root, d), None, "unreadable", f"cannot list folder: {exc}")
+            return
+        for e in entries:
+            p = Path(e.path)
+            rel = _safe_rel(root, p)
+            bad = _name_problem(e.name)
+            if bad:
+                yield Entry(rel, None, *bad)
+                continue
+            if e.is_symlink():
+                try:
+                    os.stat(p)
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:
+                        yield Entry(rel, None, "symlink_loop", "symbolic link loop")
+                    else:
+                        yield Entry(rel, None, "unreadable", f"dangling link: {exc.strerror}")
+                    continue
+                target = Path(os.path.realpath(p))
+                if target != root and root not in target.parents:
+                    yield Entry(rel, None, "link_outside_root",
+                                "symbolic link points outside the library root; not read")
+                    continue
+            try:
+                is_dir = e.is_dir()
+            except OSError as exc:
+                yield Entry(rel, None, "unreadable", str(exc))
+                continue
+            if is_dir:
+                yield from walk(p)
+            else:
+                yield Entry(rel, p)
+
+    yield from walk(root)
+
+
+def _load_yaml(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read overrides: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: overrides must be a mapping of level id → fields")
+    allowed = {"walk_speed", "exposure_compensation", "enabled", "note"}
+    for lid, fields in data.items():
+        if not isinstance(fields, dict):
+            raise ConfigError(f"{path}: overrides for '{lid}' must be a mapping")
+        bad = set(fields) - allowed
+        if bad:
+            raise ConfigError(f"{path}: unknown override key(s) {sorted(bad)} for '{lid}'; "
+                              f"expected some of {sorted(allowed)}")
+    return data
+
+
+def _pack_meta(pack_dir: Path) -> dict:
+    f = pack_dir / "pack.json"
+    try:
+        return json.loads(f.read_text(encoding="utf-8")) if f.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {"_error": "pack.json does not parse"}
+
+
+def _level_stem(name: str) -> str:
+    fmt = model_format(Path(name)) or ""
+    return name[: -(len(fmt) + 1)] if fmt else name
+
+
+def _content_dir(pack: str, level_rels: list[str]) -> str:
+    if not level_rels:
+        return pack
+    parts_list = [Path(r).parts for r in level_rels]
+    for parts in parts_list:
+        if "Content" in parts:
+            return str(Path(*parts[: parts.index("Content") + 1]))
+    common = os.path.commonpath([str(Path(*p[:-1])) for p in parts_list])
+    return common
+
+
+def _unreal_partition_index(files: list[Entry]) -> dict[str, int]:
+    """Map lower-case map name → count of external actor/object files (World Partition)."""
+    counts: dict[str, int] = {}
+    for e in files:
+        parts = Path(e.rel).parts
+        for marker in ("__ExternalActors__", "__ExternalObjects__"):
+            if marker in parts:
+                i = parts.index(marker)
+                # __ExternalActors__/<path to map>/<MapName>/<hash dirs>/<actor>.uasset
+                for name in parts[i + 1 : -1]:
+                    counts[name.lower()] = counts.get(name.lower(), 0) + 1
+    return counts
+
+
+NON_LEVEL_FOLDERS = frozenset({"characters", "character", "animations", "anims", "__externalactors__",
+                               "__externalobjects__"})
+
+
+def _is_character_asset(rel: Path, char_dirs: set[Path]) -> bool:
+    """Model files beside a character.json, or under Characters/Animations folders, are not
+    level candidates."""
+    if any(d == rel.parent or d in rel.parents for d in char_dirs):
+        return True
+    return any(p.lower() in NON_LEVEL_FOLDERS for p in rel.parts[:-1])
+
+
+def _empty_level_row(**kw: Any) -> dict:
+    row: dict[str, Any] = {c: None for c in LEVEL_COLUMNS}
+    row.update(kw)
+    return row
+
+
+def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = None,
+                     entries: list[Entry] | None = None) -> pd.DataFrame:
+    """The pure core: rows for every candidate level (and every problem) under ``root``."""
+    root = root.resolve()
+    overrides = overrides or {}
+    entries = entries if entries is not None else list(walk_library(root))
+    by_pack: dict[str, list[Entry]] = {}
+    loose_root: list[Entry] = []
+    for e in entries:
+        parts = Path(e.rel).parts
+        if len(parts) == 1:
+            loose_root.append(e)
+        else:
+            by_pack.setdefault(parts[0], []).append(e)
+    for d in sorted(os.listdir(root)):
+        if (root / d).is_dir() and not (root / d).is_symlink() and d not in by_pack:
+            by_pack[d] = []
+    rows: list[dict] = []
+    for e in loose_root:
+        if e.problem:
+            rows.append(_empty_level_row(level_id=e.rel, pack="", path=e.rel, kind="broken",
+                                         enabled=False, reason=e.problem, detail=e.detail))
+    for pack, files in sorted(by_pack.items()):
+        meta = _pack_meta(root / pack)
+        level_meta = meta.get("levels", {}) if isinstance(meta.get("levels"), dict) else {}
+        char_dirs = {Path(e.rel).parent for e in files if Path(e.rel).name == "character.json"}
+        levels = [e for e in files if e.path is not None and model_format(e.path) is not None
+                  and not _is_character_asset(Path(e.rel), char_dirs)]
+        problems = [e for e in files if e.problem]
+        level_rels = [str(Path(*Path(e.rel).parts[1:])) for e in levels]
+        content = _content_dir(pack, [e.rel for e in levels])
+        partition_index = _unreal_partition_index(files)
+        common = {"pack": pack, "content_dir": content, "license": meta.get("license"),
+                  "category": meta.get("category")}
+        for e in problems:
+            rows.append(_empty_level_row(**common, level_id=f"{pack}/{Path(e.rel).name}",
+                                         path=e.rel, kind="broken", enabled=False,
+                                         reason=e.problem, detail=e.detail))
+        if not levels and char_dirs:
+            continue  # a character pack: its rows are in characters.parquet
+        if not levels:
+            rows.append(_empty_level_row(
+                **common, level_id=f"{pack}/", path=pack, kind="broken", enabled=False,
+                reason="empty_pack" if not files else "no_level",
+                detail="pack folder is empty" if not files else
+                f"no level file ({', '.join(('glb', 'gltf', 'egg', 'bam', 'obj', 'umap'))})"
+                f" among {len(files)} files"))
+            continue
+        stems = [_level_stem(Path(r).name) for r in level_rels]
+        for e, rel_in_pack, stem in zip(levels, level_rels, stems, strict=True):
+            assert e.path is not None
+            lid = f"{pack}/{stem}" if stems.count(stem) == 1 else f"{pack}/{_level_stem(rel_in_pack)}"
+            lm = level_meta.get(rel_in_pack, {})
+            up_axis = str(lm.get("up_axis", "Z"))
+            scale = float(lm.get("scale", 1.0))
+            row = _empty_level_row(**common, level_id=lid, path=e.rel, format=model_format(e.path),
+                                   up_axis=up_axis, scale=scale)
+            row["category"] = lm.get("category", meta.get("category", "uncategorized"))
+            folder_files = [f for f in files if Path(f.rel).parent == Path(e.rel).parent]
+            row["file_count"] = len(folder_files)
+            try:
+                row["size_bytes"] = e.path.stat().st_size
+                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale)
+            except ProbeError as exc:
+                row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
+                rows.append(row)
+                continue
+            except OSError as exc:
+                row.update(kind="broken", enabled=False, reason="unreadable", detail=str(exc))
+                rows.append(row)
+                continue
+            ext = probe.extent
+            row.update(
+                triangles=probe.triangles, meshes=probe.meshes, nodes=probe.nodes,
+                lights=probe.lights, cameras=probe.cameras, animations=len(probe.animations),
+                dynamic_props=probe.dynamic_props, player_starts=len(probe.player_starts),
+                pois=len(probe.pois), extent_x_m=ext[0], extent_y_m=ext[1], extent_z_m=ext[2],
+                bounds_json=json.dumps({"min": probe.bounds_min, "max": probe.bounds_max}),
+                player_starts_json=json.dumps([list(p) for p in probe.player_starts]),
+                pois_json=json.dumps([list(p) for p in probe.pois]),
+                lighting=(probe.extras.get("wmforge") or {}).get("lighting"),
+            )
+            kind = "persistent"
+            name_lower = stem.lower()
+            if probe.format == "umap":
+                n_ext = partition_index.get(name_lower, 0)
+                row["file_count"] = len(folder_files) + n_ext
+                if n_ext:
+                    kind = "partitioned"
+                    row["detail"] = f"{n_ext} external actor/object files (World Partition/OFPA)"
+            elif (e.path.parent / f"{stem}_Cells").is_dir() or max(ext[0], ext[1]) > \
+                    cfg.max_extent_m:
+                kind = "partitioned"
+                row["detail"] = (f"extent {max(ext[0], ext[1]):.0f} m > inventory.max_extent_m "
+                                 f"{cfg.max_extent_m:.0f} m")
+            if kind == "persistent":
+                kind = classify_by_name(stem) or kind
+            if kind == "persistent" and probe.format == "gltf" and probe.triangles == 0:
+                kind = "sublevel"
+                row["detail"] = "no geometry: partial on its own"
+            enabled = kind == "persistent" or (kind == "showcase" and cfg.enable_showcase) or (
+                kind == "sublevel" and cfg.enable_sublevels)
+            reason = None if enabled else disabled_reason(kind)
+            ov = overrides.get(lid, {})
+            if "enabled" in ov:
+                if not bool(ov["enabled"]) and enabled:
+                    reason = "disabled_by_override"
+                elif bool(ov["enabled"]) and not enabled:
+                    reason = None
+                enabled = bool(ov["enabled"])
+            row.update(kind=kind, enabled=enabled, reason=reason,
+                       walk_speed=ov.get("walk_speed"),
+                       exposure_compensation=ov.get("exposure_compensation"),
+                       override_note=ov.get("note"))
+            rows.append(row)
+    df = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
+    return df.sort_values("level_id", kind="stable").reset_index(drop=True)
+
+
+def _as_float(manifest: dict, key: str, default: float, where: str) -> float:
+    v = manifest.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{where}: '{key}' must be a number, got {v!r}")
+    return float(v)
+
+
+def inventory_characters(root: Path, cfg: InventoryConfig,
+                         entries: list[Entry] | None = None) -> pd.DataFrame:
+    root = root.resolve()
+    entries = entries if entries is not None else list(walk_library(root))
+    rows = []
+    for e in entries:
+        if e.path is None or e.path.name != "character.json":
+            continue
+        pack = Path(e.rel).parts[0]
+        row: dict[str, Any] = {c: None for c in CHARACTER_COLUMNS}
+        row.update(pack=pack, path=e.rel, ok=False)
+        try:
+            m = json.loads(e.path.read_text(encoding="utf-8"))
+            if not isinstance(m, dict):
+                raise ValueError("manifest must be a JSON object")
+            name = str(m.get("name") or e.path.parent.name)
+            row.update(name=name, character_id=f"{pack}/{name}", kind=m.get("kind", "humanoid"))
+            if "model" not in m:
+                raise ValueError("missing key 'model' (model file next to character.json)")
+            model = e.path.parent / str(m["model"])
+            real = model.resolve()
+            if root not in real.parents:
+                raise ValueError(f"model '{m['model']}' lies outside the library root")
+            row["model_path"] = _safe_rel(root, model)
+            loco = m.get("locomotion", "walk")
+            if loco not in LOCOMOTION_MODES:
+                raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
+            scale = _as_float(m, "scale", 1.0, e.rel)
+            probe = probe_model(model, cfg.max_probe_bytes, str(m.get("up_axis", "Z")), 1.0)
+            ext = probe.extent
+            cap = capsule_from_bounds(ext, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
+                                      cfg.min_capsule_height_m)
+            anims = m.get("animations", {}) or {}
+            if not isinstance(anims, dict):
+                raise ValueError("'animations' must map actions to clip names")
+            # a clip is a named animation inside the model, or a separate file beside it
+            available = set(probe.animations)
+            present = {a: c for a, c in anims.items()
+                       if c and (c in available or (e.path.parent / str(c)).is_file())}
+            missing = sorted(set(anims) - set(present))
+            mapping, notes = resolve_animation_map(present)
+            notes = [f"missing clip for {a}" for a in missing] + notes
+            row.update(
+                ok=True, reason=None, locomotion=loco, scale=scale,
+                yaw_correction_deg=_as_float(m, "yaw_correction_deg", 0.0, e.rel),
+                walk_speed=_as_float(m, "walk_speed", cfg.default_walk_speed, e.rel),
+                height_offset_m=_as_float(m, "height_offset_m", 0.0, e.rel),
+                visual_height_m=ext[2] * scale, footprint_m=max(ext[0], ext[1]) * scale,
+                capsule_radius_m=cap.radius, capsule_half_height_m=cap.half_height,
+                capsule_clamped=cap.clamped, step_height_m=step_height_for(cap),
+                animation_json=json.dumps({a: mapping[a] for a in ACTIONS}),
+                animation_notes="; ".join(notes), model_clips=json.dumps(sorted(available)),
+            )
+        except ProbeError as exc:
+            row.update(reason=f"model_{exc.reason}", kind=row.get("kind") or "unknown")
+            row["animation_notes"] = exc.detail
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+            row.update(reason="bad_manifest", animation_notes=str(exc))
+        rows.append(row)
+    df = pd.DataFrame(rows, columns=CHARACTER_COLUMNS)
+    return df.sort_values("path", kind="stable").reset_index(drop=True)
+
+
+@dataclass
+class InventoryResult:
+    levels: pd.DataFrame
+    characters: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> InventoryResult:
+    if not root.is_dir():
+        raise ConfigError(f"library.root: '{root}' is not a folder")
+    overrides = _load_yaml(root / overrides_file)
+    entries = list(walk_library(root))
+    levels = inventory_levels(root, cfg, overrides, entries)
+    known = set(levels["level_id"])
+    notes = [f"override for unknown level '{k}' ignored" for k in overrides if k not in known]
+    return InventoryResult(levels, inventory_characters(root, cfg, entries), notes)
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> None:
+    """Deterministic Parquet: no pandas index, fixed compression, no wall-clock metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = table.replace_schema_metadata({})
+    pq.write_table(table, path, compression="zstd", write_statistics=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge inventory", description=__doc__.splitlines()[0])
+    ap.add_argument("--library", help="library root (default: params library.root)")
+    ap.add_argument("--out", default="data/inventory", help="output folder")
+    ap.add_argument("--params", default="params.yaml",
+                    help="params file (default params.yaml; built-in defaults when absent)")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a param, e.g. -S inventory.max_extent_m=5000")
+    args = ap.parse_args(argv)
+    try:
+        if Path(args.params).exists():
+            cfg = load_params(args.params, args.set)
+        else:
+            from .config import validate
+
+            from omegaconf import OmegaConf
+            cfg = validate(OmegaConf.from_dotlist(args.set), "built-in defaults")
+        root = Path(args.library or cfg.library.root)
+        res = run_inventory(root, cfg.inventory, cfg.library.overrides_file)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    write_parquet(res.levels, out / "levels.parquet")
+    write_parquet(res.characters, out / "characters.parquet")
+    lv = res.levels
+    print(f"inventory: {len(lv)} level rows ({int(lv['enabled'].sum())} enabled) "
+          f"from {lv['pack'].nunique()} packs, {len(res.characters)} characters → {out}")
+    print(lv.groupby(["kind", "reason"], dropna=False).size().to_string())
+    for n in res.notes:
+        print(f"note: {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
