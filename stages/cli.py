@@ -13,7 +13,8 @@ from .config import PARAMS_PATH, ConfigError, composed_yaml
 def cmd_params(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="wmforge params",
                                  description="Compose conf/ into params.yaml (as dvc exp run does)")
-    ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. inventory.max_extent_m=5000")
+    ap.add_argument("overrides", nargs="*",
+                    help="Hydra overrides, e.g. inventory.max_extent_m=5000")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when params.yaml differs from what conf/ composes to")
     ap.add_argument("--out", default=str(PARAMS_PATH))
@@ -45,13 +46,19 @@ def cmd_lint(argv: list[str]) -> int:
     return rc
 
 
+def _stage_main(module: str, argv: list[str]) -> int:
+    import importlib
+
+    return int(importlib.import_module(f"stages.{module}").main(argv) or 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {
         "params": cmd_params,
         "lint": cmd_lint,
-        "sample-library": lambda a: __import__("stages.sample_library", fromlist=["main"]).main(a),
-        "inventory": lambda a: __import__("stages.inventory", fromlist=["main"]).main(a),
+        "sample-library": lambda a: _stage_main("sample_library", a),
+        "inventory": lambda a: _stage_main("inventory", a),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"

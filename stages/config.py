@@ -127,7 +127,8 @@ def composed_yaml(overrides: list[str] | None = None, conf_dir: Path = CONF_DIR)
     return OmegaConf.to_yaml(cfg)
 
 
-def load_params(path: Path | str = PARAMS_PATH, overrides: list[str] | None = None) -> WmforgeConfig:
+def load_params(path: Path | str = PARAMS_PATH,
+                overrides: list[str] | None = None) -> WmforgeConfig:
     """Read and validate params.yaml (plus dotted ``key=value`` overrides)."""
     path = Path(path)
     if not path.exists():

@@ -5,9 +5,10 @@ Each top-level folder of the library root is a pack. For each pack the real cont
 recorded (no fixed path assumed: the first ``Content`` folder on the way to its levels, else the
 levels' nearest common folder). Each candidate level gets a kind (see ``stages.core.levels`` for
 the heuristics; model files beside a ``character.json`` or under ``Characters/``, ``Animations/``
-or ``__ExternalActors__/`` folders are never level candidates), ``enabled``, a reason when disabled, sizes and counts, and the user's per-level
-overrides (``overrides.yaml`` at the library root). Characters are found by their
-``character.json`` manifests and calibrated (``stages.core.characters``).
+or ``__ExternalActors__/`` folders are never level candidates), ``enabled``, a reason when
+disabled, sizes and counts, and the user's per-level overrides (``overrides.yaml`` at the
+library root). Characters are found by their ``character.json`` manifests and calibrated
+(``stages.core.characters``).
 
 Bad input never crashes the stage and is never read past the library root: unreadable or corrupt
 files, symlink loops, links pointing outside the root, names with ``..`` or non-UTF-8 bytes, and
@@ -118,6 +119,9 @@ def walk_library(root: Path) -> Iterator[Entry]:
                 continue
             if is_dir:
                 yield from walk(p)
+            elif not e.is_file():
+                yield Entry(rel, None, "not_a_regular_file",
+                            "a FIFO, socket or device, not a file; not read")
             else:
                 yield Entry(rel, p)
 
@@ -182,8 +186,8 @@ def _unreal_partition_index(files: list[Entry]) -> dict[str, int]:
     return counts
 
 
-NON_LEVEL_FOLDERS = frozenset({"characters", "character", "animations", "anims", "__externalactors__",
-                               "__externalobjects__"})
+NON_LEVEL_FOLDERS = frozenset({"characters", "character", "animations", "anims",
+                               "__externalactors__", "__externalobjects__"})
 
 
 def _is_character_asset(rel: Path, char_dirs: set[Path]) -> bool:
@@ -251,7 +255,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
         stems = [_level_stem(Path(r).name) for r in level_rels]
         for e, rel_in_pack, stem in zip(levels, level_rels, stems, strict=True):
             assert e.path is not None
-            lid = f"{pack}/{stem}" if stems.count(stem) == 1 else f"{pack}/{_level_stem(rel_in_pack)}"
+            unique = stems.count(stem) == 1
+            lid = f"{pack}/{stem}" if unique else f"{pack}/{_level_stem(rel_in_pack)}"
             lm = level_meta.get(rel_in_pack, {})
             up_axis = str(lm.get("up_axis", "Z"))
             scale = float(lm.get("scale", 1.0))
@@ -431,9 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         if Path(args.params).exists():
             cfg = load_params(args.params, args.set)
         else:
-            from .config import validate
-
             from omegaconf import OmegaConf
+
+            from .config import validate
             cfg = validate(OmegaConf.from_dotlist(args.set), "built-in defaults")
         root = Path(args.library or cfg.library.root)
         res = run_inventory(root, cfg.inventory, cfg.library.overrides_file)

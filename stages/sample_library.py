@@ -121,7 +121,7 @@ def build_sample_library(out: Path, cfg: SampleLibraryConfig) -> dict:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     seed = cfg.seed
-    written = []
+    written: list[str] = []
     for pack, entries in PACKS.items():
         meta_levels = {}
         for i, (rel, recipe, category) in enumerate(entries):

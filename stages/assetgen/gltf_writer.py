@@ -191,7 +191,8 @@ class GlbBuilder:
         if "KHR_lights_punctual" not in used:
             used.append("KHR_lights_punctual")
         n = self.node(name, translation=translation, rotation=rotation)
-        self.doc["nodes"][n]["extensions"] = {"KHR_lights_punctual": {"light": len(ext["lights"]) - 1}}
+        light_ref = {"light": len(ext["lights"]) - 1}
+        self.doc["nodes"][n]["extensions"] = {"KHR_lights_punctual": light_ref}
         return n
 
     def animation(self, name: str, channels: list[tuple[int, np.ndarray, np.ndarray]]) -> None:

@@ -9,14 +9,14 @@ and KHR_lights_punctual), player starts and points of interest (extras ``role``)
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .gltf_writer import GlbBuilder, MeshData, encode_png
 from .primitives import box, cylinder, heightfield, ramp, stairs, texture
 
-LIGHTING = {
+LIGHTING: dict[str, dict] = {
     "day": {"sun_dir": [-0.4, -0.3, -0.85], "sun_color": [1.0, 0.96, 0.88], "sun_lux": 3.0,
             "ambient": [0.42, 0.45, 0.52], "sky": [0.52, 0.70, 0.92], "exposure": 0.0},
     "dusk": {"sun_dir": [-0.9, 0.2, -0.25], "sun_color": [1.0, 0.62, 0.38], "sun_lux": 1.6,
@@ -58,13 +58,14 @@ class LevelBuilder:
 
     def prop(self, name: str, size, kind: str, pos, mass: float, yaw_deg: float = 0.0) -> int:
         """A dynamic box prop (pushable); ``pos`` is the centre of its bottom face."""
-        return self.part(name, box(*size, uv_scale=0.5), kind, translation=pos, yaw_deg=yaw_deg,
+        mesh = box(size[0], size[1], size[2], uv_scale=0.5)
+        return self.part(name, mesh, kind, translation=pos, yaw_deg=yaw_deg,
                          extras={"dynamic": True, "mass": mass})
 
     def marker(self, role: str, name: str, pos, yaw_deg: float = 0.0) -> int:
         return self.g.node(name, translation=pos, yaw_deg=yaw_deg, extras={"role": role})
 
-    def lights(self, points: list[tuple[float, float, float]] = ()) -> None:
+    def lights(self, points: Sequence[Sequence[float]] = ()) -> None:
         preset = LIGHTING[self.lighting]
         d = np.asarray(preset["sun_dir"], float)
         d /= np.linalg.norm(d)
@@ -76,7 +77,8 @@ class LevelBuilder:
         ang = math.atan2(s, float(src @ d_y))
         q = [0.0, 0.0, 0.0, 1.0] if s < 1e-9 else [*(axis / s * math.sin(ang / 2)),
                                                      math.cos(ang / 2)]
-        self.g.light("Sun", "directional", preset["sun_color"], preset["sun_lux"], (0, 0, 30),
+        self.g.light("Sun", "directional", preset["sun_color"], float(preset["sun_lux"]),
+                     (0, 0, 30),
                      rotation=[float(v) for v in q])
         for i, p in enumerate(points):
             self.g.light(f"Lamp_{i:02d}", "point", (1.0, 0.85, 0.6), 60.0, p, range_m=14.0)
@@ -84,6 +86,11 @@ class LevelBuilder:
 
     def to_glb(self) -> bytes:
         return self.g.to_glb()
+
+
+def _dims(rng: np.random.Generator, lo: float, hi: float) -> tuple[float, float, float]:
+    a, b, c = (float(v) for v in rng.uniform(lo, hi, 3))
+    return a, b, c
 
 
 def _ground(b: LevelBuilder, size: float, kind: str) -> None:
@@ -142,7 +149,7 @@ def alpine_meadow(seed: int, cells: int, tex: int) -> LevelBuilder:
     for i in range(8):
         x, y = rng.uniform(-35, 25), rng.uniform(-35, 35)
         z = float(h(np.array(x), np.array(y))) - 0.3
-        b.part(f"Rock_{i}", box(*rng.uniform(1.0, 2.5, 3), 1.0), "rock", (x, y, z),
+        b.part(f"Rock_{i}", box(*_dims(rng, 1.0, 2.5), 1.0), "rock", (x, y, z),
                yaw_deg=float(rng.uniform(0, 90)))
     b.part("Lookout_stairs", stairs(12, 0.2, 0.4, 2.0, 1.0, (-20, 18, 0)), "wood")
     b.part("Lookout_deck", box(4, 4, 2.4, 1.0, (-13.2, 18, 0)), "wood")
@@ -286,7 +293,7 @@ def canyon(seed: int, cells: int, tex: int) -> LevelBuilder:
     for i in range(10):
         x, y = rng.uniform(-45, 45), rng.uniform(-11, 11)
         z = float(h(np.array(x), np.array(y))) - 0.4
-        b.part(f"Boulder_{i}", box(*rng.uniform(1.0, 3.0, 3), 1.0), "rock", (x, y, z),
+        b.part(f"Boulder_{i}", box(*_dims(rng, 1.0, 3.0), 1.0), "rock", (x, y, z),
                yaw_deg=float(rng.uniform(0, 90)))
     b.part("Ruin_stairs", stairs(8, 0.2, 0.4, 3.0, 1.0, (10, -6, 0)), "stone")
     b.part("Ruin_platform", box(5, 5, 1.6, 1.0, (15.7, -6, 0)), "stone")

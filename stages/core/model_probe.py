@@ -116,7 +116,7 @@ class _Affine:
 
     def apply(self, p) -> tuple[float, float, float]:
         m = self.m
-        return tuple(m[i][0] * p[0] + m[i][1] * p[1] + m[i][2] * p[2] + m[i][3] for i in range(3))  # type: ignore[return-value]
+        return tuple(m[i][0] * p[0] + m[i][1] * p[1] + m[i][2] * p[2] + m[i][3] for i in range(3))
 
 
 def _y_up_to_z_up(p) -> tuple[float, float, float]:

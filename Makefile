@@ -1,0 +1,24 @@
+# The two set-up-and-go commands: `make demo` (main job) and `make test` (tests). Both install
+# everything first (scripts/setup.sh).
+SHELL := /bin/bash
+export DVC_NO_ANALYTICS := 1
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+.PHONY: setup demo test lint params
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	dvc repro
+	@echo "outputs: data/ (inventory: data/inventory/levels.parquet, characters.parquet)"
+
+lint: setup
+	wmforge lint
+
+test: setup
+	wmforge lint
+	pytest -q
+
+params: setup
+	wmforge params
