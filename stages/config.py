@@ -16,6 +16,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .core.cameras import CameraRigConfig
+from .core.stage1 import ActionConfig, SpawnConfig, validate_action_config
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "conf"
 PARAMS_PATH = REPO_ROOT / "params.yaml"
@@ -76,6 +79,23 @@ class EngineConfig:
 
 
 @dataclass
+class TrajectoriesConfig:
+    # trajectories per enabled level
+    per_level: int = 2
+    # frames per trajectory (production preset: 1800 = 60 s at 30 fps)
+    frames: int = 300
+    # characters to sample from: inventory character ids, or empty for every usable one
+    characters: list[str] = field(default_factory=list)
+    # cast occlusion rays for the external cameras (off only for benchmarking)
+    camera_rays: bool = True
+    # only these level ids (empty: every enabled level)
+    levels: list[str] = field(default_factory=list)
+    actions: ActionConfig = field(default_factory=ActionConfig)
+    spawn: SpawnConfig = field(default_factory=SpawnConfig)
+    cameras: CameraRigConfig = field(default_factory=CameraRigConfig)
+
+
+@dataclass
 class WmforgeConfig:
     # global seed; every work unit derives its own seed from this and its id
     seed: int = 0
@@ -83,6 +103,7 @@ class WmforgeConfig:
     sample_library: SampleLibraryConfig = field(default_factory=SampleLibraryConfig)
     inventory: InventoryConfig = field(default_factory=InventoryConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    trajectories: TrajectoriesConfig = field(default_factory=TrajectoriesConfig)
 
 
 def register_configs() -> None:
@@ -104,6 +125,10 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
         msg = str(exc).splitlines()[0]
         raise ConfigError(f"{source}: bad config key '{key}': {msg}") from None
     assert isinstance(obj, WmforgeConfig)
+    try:
+        validate_action_config(obj.trajectories.actions)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     return obj
 
 

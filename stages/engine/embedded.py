@@ -405,7 +405,7 @@ class EmbeddedEngine:
         raise NotImplementedError("Stage II rendering lives in the render stage")
 
     def prop_positions(self) -> dict[str, Vec3]:
-        return {p.getName(): tuple(p.getPos(self.render)) for p in self._props}  # type: ignore[misc]
+        return {p.getName(): tuple(p.getPos(self.render)) for p in self._props}
 
     def close(self) -> None:
         self._unload_level()

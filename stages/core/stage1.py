@@ -1,0 +1,377 @@
+"""The Stage I controller (paper §6.1–6.2): a frame-driven state machine, one non-blocking
+``tick()`` per engine frame, talking to the engine only through the protocol — so the same object
+runs in the embedded loop and in Unreal's per-frame callback.
+
+initialize → enter runtime → prepare scene/character → warm up → trajectory loop ↔ respawn →
+exit runtime → compute cameras → next trajectory → done.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import ACTIONS, DIRECTIONS
+from .cameras import CameraRigConfig, compute_tracks
+from .engine_types import CharacterSpec, LevelInfo
+from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
+
+
+@dataclass
+class ActionConfig:
+    # probability of each of the nine actions at a decision point (must sum to 1)
+    weights: dict[str, float] = field(default_factory=lambda: {
+        "W": 0.40, "A": 0.07, "S": 0.07, "D": 0.07, "WA": 0.09, "WD": 0.09, "SA": 0.04,
+        "SD": 0.04, "IDLE": 0.13})
+    # hold length, frames: uniform between min and max
+    hold_min_frames: int = 15
+    hold_max_frames: int = 60
+    # "character" (paper §6.2) or "camera" (§9: forward = deeper into the image)
+    coordinates: str = "character"
+    # point-of-interest guidance: max turn rate toward the POI, deg/s; re-target period, s
+    poi_turn_rate_deg_s: float = 25.0
+    poi_retarget_s: float = 8.0
+    # camera-relative mode: how fast the character turns toward its movement, deg/s
+    face_turn_rate_deg_s: float = 240.0
+    # camera-relative mode: how fast the reference (camera) yaw follows the character, 1/s
+    ref_follow_rate: float = 1.0
+    # dead end: moving input but under min_progress_m over window_frames
+    deadend_window_frames: int = 20
+    deadend_min_progress_m: float = 0.15
+    # escape: rotate by at least this angle, deg; respawn after this many failed escapes
+    escape_min_deg: float = 100.0
+    escape_turn_rate_deg_s: float = 360.0
+    max_escapes: int = 3
+
+
+@dataclass
+class SpawnConfig:
+    # candidate attempts before the level is declared to have no walkable region
+    max_attempts: int = 24
+    # drop height above the surface, m; time allowed to settle, s; frames of stable contact
+    drop_height_m: float = 0.6
+    settle_timeout_s: float = 3.0
+    settle_frames: int = 8
+    # max speed considered at rest, m/s
+    rest_speed: float = 0.05
+    # warm-up frames after settling, not recorded
+    warmup_frames: int = 10
+
+
+def validate_action_config(cfg: ActionConfig, key: str = "trajectories.actions") -> None:
+    """Raise ValueError naming the key for a bad action distribution."""
+    unknown = sorted(set(cfg.weights) - set(ACTIONS))
+    if unknown:
+        raise ValueError(f"{key}.weights: unknown action(s) {unknown}; expected {ACTIONS}")
+    neg = {a: w for a, w in cfg.weights.items() if w < 0}
+    if neg:
+        raise ValueError(f"{key}.weights: negative weight(s) {neg}")
+    total = sum(cfg.weights.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"{key}.weights: weights sum to {total:.6g}, expected 1")
+    if not 1 <= cfg.hold_min_frames <= cfg.hold_max_frames:
+        raise ValueError(f"{key}.hold_min_frames/hold_max_frames: need 1 <= min <= max")
+    if cfg.coordinates not in ("character", "camera"):
+        raise ValueError(f"{key}.coordinates: {cfg.coordinates!r}; expected character|camera")
+
+
+def _wrap(a: float) -> float:
+    return (a + 180.0) % 360.0 - 180.0
+
+
+def _turn(current: float, target: float, max_step: float) -> float:
+    d = _wrap(target - current)
+    return (current + max(-max_step, min(max_step, d))) % 360.0
+
+
+@dataclass
+class TrajectoryResult:
+    index: int
+    frames: list[dict]
+    cameras: list[dict]
+    meta: dict
+    failure: str | None = None
+    detail: str = ""
+
+
+class Stage1Controller:
+    """Generates ``count`` trajectories of ``frames`` frames on one loaded level."""
+
+    STATES = ("initialize", "enter_runtime", "prepare", "warmup", "loop", "respawn",
+              "exit_runtime", "cameras", "next", "done")
+
+    def __init__(self, engine: Any, level_path: str, level_id: str, characters: list[CharacterSpec],
+                 trajectory_indices: list[int], frames: int, fps: int, seed: int,
+                 actions: ActionConfig, spawn: SpawnConfig, rig: CameraRigConfig,
+                 level_scale: float = 1.0, level_up_axis: str = "Z", camera_rays: bool = True,
+                 resolved_config: dict | None = None):
+        validate_action_config(actions)
+        self.engine = engine
+        self.level_path, self.level_id = level_path, level_id
+        self.level_scale, self.level_up_axis = level_scale, level_up_axis
+        self.characters = characters
+        self.indices = list(trajectory_indices)
+        self.n_frames, self.fps, self.seed = frames, fps, seed
+        self.acfg, self.scfg, self.rig = actions, spawn, rig
+        self.camera_rays = camera_rays
+        self.resolved_config = resolved_config or {}
+        self.dt = 1.0 / fps
+        self.state = "initialize"
+        self.results: list[TrajectoryResult] = []
+        self.level: LevelInfo | None = None
+        self.ticks = 0
+        self._k = -1  # position in self.indices
+
+    # -------------------------------------------------------------- driving
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+    def tick(self) -> None:
+        """Do only the work of the current state, then return to the engine."""
+        self.ticks += 1
+        getattr(self, f"_on_{self.state}")()
+
+    def run(self, max_ticks: int = 10_000_000) -> list[TrajectoryResult]:
+        """Drive ``tick()`` to completion (the embedded loop; Unreal calls tick per frame)."""
+        while not self.done and self.ticks < max_ticks:
+            self.tick()
+        return self.results
+
+    # -------------------------------------------------------------- states
+
+    def _on_initialize(self) -> None:
+        self.level = self.engine.load_level(self.level_path, self.level_id, self.level_scale,
+                                            self.level_up_axis)
+        self.state = "enter_runtime"
+
+    def _on_enter_runtime(self) -> None:
+        self.state = "next"
+
+    def _on_next(self) -> None:
+        self._k += 1
+        if self._k >= len(self.indices):
+            self.state = "done"
+            return
+        idx = self.indices[self._k]
+        self.rng = random.Random(f"{self.seed}:{self.level_id}:{idx}")
+        self.char = self.characters[self.rng.randrange(len(self.characters))]
+        self.frames: list[dict] = []
+        self.segment = 0
+        self.attempts = 0
+        self.failure: tuple[str, str] | None = None
+        self._candidates = self._spawn_candidates()
+        self.state = "prepare"
+
+    def _spawn_candidates(self) -> list[tuple[tuple[float, float, float], float]]:
+        assert self.level is not None
+        rng = self.rng
+        starts = list(self.level.player_starts)
+        rng.shuffle(starts)
+        near = []
+        for c in self.level.large_objects + self.level.pois:
+            for _ in range(2):
+                a = rng.uniform(0, 2 * math.pi)
+                r = rng.uniform(2.0, 6.0)
+                near.append(((c[0] + r * math.cos(a), c[1] + r * math.sin(a), c[2]),
+                             rng.uniform(0, 360)))
+        rng.shuffle(near)
+        lo, hi = self.level.bounds_min, self.level.bounds_max
+        rand = [((rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1]), hi[2]),
+                 rng.uniform(0, 360)) for _ in range(self.scfg.max_attempts)]
+        return starts + near + rand
+
+    def _on_prepare(self) -> None:
+        """Pick a candidate, find the surface below it, drop the character from above."""
+        assert self.level is not None
+        while True:
+            if self.attempts >= self.scfg.max_attempts or not self._candidates:
+                self.failure = ("no_walkable_region",
+                                f"{self.attempts} spawn candidates did not settle")
+                self.state = "exit_runtime"
+                return
+            self.attempts += 1
+            (x, y, z), yaw = self._candidates.pop(0)
+            top = self.level.bounds_max[2] + 5.0
+            hit = self.engine.raycast((x, y, max(z, 0.0) + 2.0 if z < top else top),
+                                      (x, y, self.level.bounds_min[2] - 5.0))
+            if hit is None or hit.normal[2] < math.cos(math.radians(self.char.max_slope_deg)):
+                continue
+            lift = self.scfg.drop_height_m + (self.char.height_offset
+                                              if self.char.locomotion != "walk" else 0.0)
+            self.engine.spawn_character(self.char, (x, y, hit.position[2] + lift), yaw)
+            self.yaw = yaw
+            self._settle_t = 0
+            self._stable = 0
+            self._warm = 0
+            self.state = "warmup"
+            return
+
+    def _on_warmup(self) -> None:
+        self.engine.apply_input((0.0, 0.0), self.yaw, self.dt)
+        st = self.engine.character_state()
+        self._settle_t += 1
+        flying = self.char.locomotion != "walk"
+        at_rest = math.sqrt(sum(v * v for v in st.velocity)) < self.scfg.rest_speed
+        self._stable = self._stable + 1 if (st.grounded or flying) and at_rest else 0
+        if self._stable >= self.scfg.settle_frames:
+            self._warm += 1
+            if self._warm >= self.scfg.warmup_frames:
+                self._begin_segment()
+                self.state = "loop"
+        elif self._settle_t > self.scfg.settle_timeout_s * self.fps:
+            self.state = "prepare"  # reject and resample
+
+    def _begin_segment(self) -> None:
+        assert self.level is not None
+        self._event = "spawn" if self.segment == 0 else "respawn"
+        self.action = "IDLE"
+        self.hold = 0
+        self.ref_yaw = self.yaw
+        self.escapes = 0
+        self._escape_target: float | None = None
+        self._history: list[tuple[float, float]] = []
+        self._poi: tuple[float, float, float] | None = None
+        self._poi_t = 0
+        self._retarget_poi()
+
+    def _retarget_poi(self) -> None:
+        assert self.level is not None
+        pois = self.level.pois or self.level.large_objects
+        self._poi = self.rng.choice(pois) if pois else None
+        self._poi_t = int(self.acfg.poi_retarget_s * self.fps)
+
+    def _sample_action(self) -> None:
+        acts = [a for a in ACTIONS if self.acfg.weights.get(a, 0) > 0]
+        self.action = self.rng.choices(acts, weights=[self.acfg.weights[a] for a in acts])[0]
+        self.hold = self.rng.randint(self.acfg.hold_min_frames, self.acfg.hold_max_frames)
+
+    def _on_loop(self) -> None:
+        if self.hold <= 0:
+            self._sample_action()
+        self.hold -= 1
+        st = self.engine.character_state()
+        # facing: escape rotation > POI guidance (never touches the action probabilities)
+        if self._escape_target is not None:
+            self.yaw = _turn(self.yaw, self._escape_target,
+                             self.acfg.escape_turn_rate_deg_s * self.dt)
+            if abs(_wrap(self._escape_target - self.yaw)) < 1e-6:
+                self._escape_target = None
+        dx, dy = DIRECTIONS[self.action]
+        if self.acfg.coordinates == "character":
+            if self._escape_target is None and self._poi is not None:
+                want = math.degrees(math.atan2(self._poi[1] - st.position[1],
+                                               self._poi[0] - st.position[0]))
+                self.yaw = _turn(self.yaw, want, self.acfg.poi_turn_rate_deg_s * self.dt)
+            ref = self.yaw
+        else:
+            ref = self.ref_yaw
+        c, s = math.cos(math.radians(ref)), math.sin(math.radians(ref))
+        move = (dx * c - dy * s, dx * s + dy * c)
+        if self.acfg.coordinates == "camera":
+            if abs(dx) + abs(dy) > 0 and self._escape_target is None:
+                want = math.degrees(math.atan2(move[1], move[0]))
+                self.yaw = _turn(self.yaw, want, self.acfg.face_turn_rate_deg_s * self.dt)
+            k = min(1.0, self.acfg.ref_follow_rate * self.dt)
+            self.ref_yaw = (self.ref_yaw + _wrap(self.yaw - self.ref_yaw) * k) % 360.0
+        self.engine.apply_input(move, self.yaw, self.dt)
+        st = self.engine.character_state()
+        self._record(st, ref)
+        self._poi_t -= 1
+        if self._poi_t <= 0 or (self._poi is not None and math.hypot(
+                self._poi[0] - st.position[0], self._poi[1] - st.position[1]) < 2.0):
+            self._retarget_poi()
+        if self._detect_dead_end(st):
+            return
+        if len(self.frames) >= self.n_frames:
+            self.state = "exit_runtime"
+
+    def _detect_dead_end(self, st: Any) -> bool:
+        w = self.acfg.deadend_window_frames
+        self._history.append((st.position[0], st.position[1]) if self.action != "IDLE"
+                             else (math.nan, math.nan))
+        if len(self._history) < w or self._escape_target is not None:
+            return False
+        recent = self._history[-w:]
+        if any(math.isnan(p[0]) for p in recent):
+            return False
+        if math.dist(recent[0], recent[-1]) >= self.acfg.deadend_min_progress_m:
+            if math.dist(recent[0], recent[-1]) > 4 * self.acfg.deadend_min_progress_m:
+                self.escapes = 0
+            return False
+        self._history.clear()
+        if self.escapes >= self.acfg.max_escapes:
+            self.segment += 1
+            self.attempts = 0
+            self._candidates = self._spawn_candidates()
+            self.state = "respawn"
+            return True
+        self.escapes += 1
+        turn = self.rng.uniform(self.acfg.escape_min_deg, 180.0) * self.rng.choice((-1, 1))
+        self._escape_target = (self.yaw + turn) % 360.0
+        self._event = "escape"
+        return False
+
+    def _on_respawn(self) -> None:
+        self._on_prepare()
+
+    def _record(self, st: Any, ref: float) -> None:
+        ch = self.char
+        q = yaw_quat(self.yaw)
+        vals = (*st.position, *st.velocity, *q)
+        if not all(math.isfinite(v) for v in vals):
+            self.failure = ("non_finite_transform", f"frame {len(self.frames)}: {vals}")
+            self.state = "exit_runtime"
+            return
+        f = len(self.frames)
+        self.frames.append({
+            "frame": f, "t": f / self.fps, "action": self.action,
+            "pos_x": st.position[0], "pos_y": st.position[1], "pos_z": st.position[2],
+            "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3],
+            "yaw_deg": self.yaw, "ref_yaw_deg": ref,
+            "scale_x": ch.scale, "scale_y": ch.scale, "scale_z": ch.scale,
+            "capsule_radius_m": ch.capsule_radius, "capsule_half_height_m": ch.capsule_half_height,
+            "grounded": bool(st.grounded or ch.locomotion != "walk"),
+            "vel_x": st.velocity[0], "vel_y": st.velocity[1], "vel_z": st.velocity[2],
+            "speed": math.hypot(st.velocity[0], st.velocity[1]),
+            "segment": self.segment, "event": self._event,
+        })
+        self._event = "none"
+
+    def _on_exit_runtime(self) -> None:
+        self.state = "cameras"
+
+    def _on_cameras(self) -> None:
+        idx = self.indices[self._k]
+        meta = {
+            "schema_version": SCHEMA_VERSION, "level_id": self.level_id,
+            "character_id": self.char.character_id, "trajectory_index": idx,
+            "seed": self.seed, "fps": self.fps, "frame_count": len(self.frames),
+            "engine": getattr(self.engine, "name", "?"),
+            "engine_version": getattr(self.engine, "version", "?"),
+            "config": self.resolved_config, "segments": self.segment + 1,
+            "action_stats": action_stats([f["action"] for f in self.frames]),
+            "character": {"visual_height_m": self.char.visual_height,
+                          "locomotion": self.char.locomotion, "model": self.char.model_path,
+                          "animations": self.char.animations,
+                          "yaw_correction_deg": self.char.yaw_correction_deg},
+        }
+        if self.failure:
+            self.results.append(TrajectoryResult(idx, [], [], meta, *self.failure))
+        else:
+            ray = None
+            if self.camera_rays:
+                def ray(a, b):
+                    hit = self.engine.raycast(a, b)
+                    return hit.fraction if hit else None
+            positions = [(f["pos_x"], f["pos_y"], f["pos_z"]) for f in self.frames]
+            yaws = [f["yaw_deg"] if self.acfg.coordinates == "character" else f["ref_yaw_deg"]
+                    for f in self.frames]
+            cams = compute_tracks(positions, yaws, self.char.visual_height, self.rig, ray)
+            self.results.append(TrajectoryResult(idx, self.frames, cams, meta))
+        self.state = "next"
