@@ -46,7 +46,8 @@ def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
             step_height=float(r["step_height_m"]), locomotion=str(r["locomotion"]),
             height_offset=float(r["height_offset_m"]), max_slope_deg=max_slope_deg,
             scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
-            model_path=str(library / str(r["model_path"])), animations=json.loads(str(r["animation_json"]))))
+            model_path=str(library / str(r["model_path"])),
+            animations=json.loads(str(r["animation_json"]))))
     if not specs:
         raise ConfigError("no usable character in characters.parquet")
     return specs

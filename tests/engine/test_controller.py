@@ -6,8 +6,7 @@ import pytest
 
 from stages.core.engine_types import CharacterSpec
 from stages.engine.base import make_engine
-
-from .course import CRATE, LEDGE, RAMP20, RAMP50, STAIRS, WALL_X, build_course
+from tests.engine.course import CRATE, LEDGE, RAMP20, RAMP50, STAIRS, WALL_X, build_course
 
 DT = 1 / 30
 SPEC = CharacterSpec("test/human", capsule_radius=0.3, capsule_half_height=0.6,

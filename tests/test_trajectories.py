@@ -1,0 +1,192 @@
+"""Stage I end to end on the real engine: contract, determinism, resume, failures, cameras."""
+
+import json
+import math
+import shutil
+
+import pandas as pd
+import pytest
+
+from stages.config import ConfigError, load_params
+from stages.core.cameras import CameraRigConfig, compute_tracks
+from stages.core.engine_types import CharacterSpec
+from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
+from stages.core.trajectory import TrajectoryError, action_stats, validate
+from stages.engine.base import make_engine
+from stages.inventory import run_inventory
+from stages.trajectories import run_trajectories
+from tests.engine.course import WALL_X, build_course
+
+
+@pytest.fixture(scope="module")
+def inv(sample_library):
+    cfg = load_params()
+    res = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
+    return res.levels, res.characters
+
+
+def _cfg(**sets):
+    over = ["trajectories.per_level=2", "trajectories.frames=120",
+            "trajectories.levels=[NatureValley/AlpineMeadow,InteriorKit/Apartment]"]
+    return load_params(overrides=over + [f"{k}={v}" for k, v in sets.items()])
+
+
+def _read(d):
+    f = pd.read_parquet(d / "frames.parquet")
+    c = pd.read_parquet(d / "cameras.parquet")
+    return f, c, json.loads((d / "meta.json").read_text())
+
+
+def test_contract_determinism_and_resume(inv, sample_library, tmp_path):
+    levels, chars = inv
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_trajectories(_cfg(), levels, chars, sample_library, a, log=lambda s: None).empty
+    run_trajectories(_cfg(), levels, chars, sample_library, b, log=lambda s: None)
+    dirs = sorted(p.relative_to(a) for p in a.glob("*/traj_*"))
+    assert len(dirs) == 4
+    for d in dirs:
+        for name in ("frames.parquet", "cameras.parquet", "meta.json"):
+            assert (a / d / name).read_bytes() == (b / d / name).read_bytes(), (d, name)
+        f, c, meta = _read(a / d)
+        validate({k: f[k].tolist() for k in f}, {k: c[k].tolist() for k in c}, meta)
+        assert len(f) == 120 and len(c) == 120 * 5 and meta["frame_count"] == 120
+        assert f["event"].iloc[0] == "spawn"
+        assert set(f["action"]) <= {"W", "A", "S", "D", "WA", "WD", "SA", "SD", "IDLE"}
+        stats = meta["action_stats"]
+        assert sum(stats["shares"].values()) == pytest.approx(1.0)
+    # resume: remove one trajectory; only that one is produced again
+    victim = a / dirs[1]
+    keep = a / dirs[0]
+    keep_mtime = (keep / "meta.json").stat().st_mtime_ns
+    shutil.rmtree(victim)
+    run_trajectories(_cfg(), levels, chars, sample_library, a, log=lambda s: None)
+    assert (victim / "meta.json").read_bytes() == (b / dirs[1] / "meta.json").read_bytes()
+    assert (keep / "meta.json").stat().st_mtime_ns == keep_mtime
+    # a changed config re-produces (its hash differs)
+    run_trajectories(_cfg(**{"trajectories.actions.hold_min_frames": 5}), levels, chars,
+                     sample_library, a, log=lambda s: None)
+    assert (keep / "meta.json").stat().st_mtime_ns != keep_mtime
+
+
+def test_camera_relative_mode_turns_toward_motion(inv, sample_library, tmp_path):
+    levels, chars = inv
+    cfg = _cfg(**{"trajectories.actions.coordinates": "camera",
+                  "trajectories.actions.weights":
+                      "{W: 0, A: 0, S: 0, D: 1.0, WA: 0, WD: 0, SA: 0, SD: 0, IDLE: 0}",
+                  "trajectories.actions.hold_min_frames": 120,
+                  "trajectories.actions.hold_max_frames": 120})
+    run_trajectories(cfg, levels, chars, sample_library, tmp_path, log=lambda s: None)
+    f, _, _ = _read(sorted(tmp_path.glob("*/traj_0000"))[0])
+    # holding D (right) in camera coordinates: the character turns to face its motion
+    last = f.iloc[-1]
+    move = math.degrees(math.atan2(last.vel_y, last.vel_x))
+    assert abs((move - last.yaw_deg + 180) % 360 - 180) < 20
+
+
+def test_bad_action_distribution_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"trajectories\.actions\.weights.*sum"):
+        load_params(overrides=["trajectories.actions.weights={W: 0.5, A: 0.2}"])
+    with pytest.raises(ConfigError, match=r"negative"):
+        load_params(overrides=["trajectories.actions.weights={W: 1.2, A: -0.2}"])
+    with pytest.raises(ConfigError, match=r"unknown action"):
+        load_params(overrides=["trajectories.actions.weights={W: 0.5, JUMP: 0.5}"])
+
+
+def test_validator_names_file_column_row():
+    frames = {"frame": [0, 1], "t": [0.0, 1 / 30], "action": ["W", "W"]}
+    with pytest.raises(TrajectoryError, match="frames.parquet: missing column"):
+        validate(frames, {}, {})
+    from stages.core.trajectory import FRAME_COLUMNS
+
+    full = {c: [0.0, 0.0] for c in FRAME_COLUMNS}
+    full.update(frame=[0, 1], action=["W", "W"], event=["spawn", "none"], rot_w=[1.0, 1.0],
+                segment=[0, 0], grounded=[True, True])
+    full["pos_z"] = [0.0, float("nan")]
+    with pytest.raises(TrajectoryError, match=r"frames.parquet: column 'pos_z' row 1"):
+        validate(full, {}, {})
+    full["pos_z"] = [0.0, 0.0]
+    full["action"] = ["W", "JUMP"]
+    with pytest.raises(TrajectoryError, match=r"column 'action' row 1"):
+        validate(full, {}, {})
+
+
+def test_no_walkable_region_is_a_failure(tmp_path):
+    from stages.assetgen.levels import LevelBuilder
+    from stages.assetgen.primitives import ramp
+
+    b = LevelBuilder("Steep", "day", 16, 0)
+    b.part("Cliff", ramp(10.0, 40.0, 70.0, 1.0, (-5, 0, 0)), "rock")
+    level = tmp_path / "steep.glb"
+    level.write_bytes(b.to_glb())
+    eng = make_engine("embedded")
+    spec = CharacterSpec("t/h", 0.3, 0.6, 1.8)
+    ctrl = Stage1Controller(eng, str(level), "t/steep", [spec], [0], 60, 30, 0, ActionConfig(),
+                            SpawnConfig(max_attempts=5), CameraRigConfig())
+    res = ctrl.run(max_ticks=100_000)
+    assert res[0].failure == "no_walkable_region" and not res[0].frames
+    assert ctrl.done
+
+
+def test_state_machine_ticks_through_states(tmp_path):
+    course = build_course(tmp_path / "course.glb")
+    eng = make_engine("embedded")
+    spec = CharacterSpec("t/h", 0.3, 0.6, 1.8)
+    ctrl = Stage1Controller(eng, str(course), "t/course", [spec], [0, 1], 40, 30, 3,
+                            ActionConfig(), SpawnConfig(), CameraRigConfig())
+    seen = []
+    while not ctrl.done:
+        if not seen or seen[-1] != ctrl.state:
+            seen.append(ctrl.state)
+        ctrl.tick()
+    assert seen[:6] == ["initialize", "enter_runtime", "next", "prepare", "warmup", "loop"]
+    assert seen.count("cameras") == 2 and len(ctrl.results) == 2
+    assert all(len(r.frames) == 40 for r in ctrl.results)
+
+
+def test_occlusion_moves_camera_in_front_of_wall(tmp_path):
+    course = build_course(tmp_path / "course.glb")
+    eng = make_engine("embedded")
+    eng.load_level(str(course), "t/course")
+    # character 1.5 m in front of the wall, facing away from it (-x): back camera is behind
+    # the wall unless occlusion pulls it in
+    pos = [(WALL_X - 1.5, 10.0, 0.0)] * 10
+    def ray(a, b):
+        hit = eng.raycast(a, b)
+        return hit.fraction if hit else None
+    rig = CameraRigConfig()
+    rows = [r for r in compute_tracks(pos, [180.0] * 10, 1.8, rig, ray) if r["view"] == "back"]
+    assert all(r["occluded"] for r in rows)
+    assert all(r["pos_x"] < WALL_X - 0.1 for r in rows)  # in front of the wall, with margin
+    assert all(r["boom_m"] < r["boom_desired_m"] for r in rows)
+
+
+def test_asymmetric_smoothing_contracts_fast_expands_slowly():
+    pos = [(0.0, 0.0, 0.0)] * 40
+    hits = {i for i in range(10, 12)}  # a thin occluder for two frames
+    rig = CameraRigConfig()
+    # recompute as one track so smoothing state carries over
+    rows = []
+    state = {"i": 0}
+
+    def ray2(a, b):
+        i = state["i"] // 4  # four external views per frame
+        state["i"] += 1
+        return 0.3 if i in hits else None
+
+    rows = [r for r in compute_tracks(pos, [0.0] * 40, 1.8, rig, ray2) if r["view"] == "back"]
+    full = rows[0]["boom_desired_m"]
+    assert rows[10]["boom_m"] < 0.4 * full  # contracted at once
+    assert rows[12]["boom_m"] < rows[20]["boom_m"] < full  # expands over many frames
+
+
+def test_flat_character_framed_by_visual_height():
+    rig = CameraRigConfig()
+    bat = compute_tracks([(0.0, 0.0, 0.0)], [0.0], 0.06, rig, None)
+    human = compute_tracks([(0.0, 0.0, 0.0)], [0.0], 1.8, rig, None)
+    assert bat[0]["pos_z"] < 0.5 * human[0]["pos_z"]  # back camera far lower for the bat
+
+
+def test_action_stats_non_forward_share():
+    s = action_stats(["W"] * 10 + ["A"] * 5 + ["IDLE"] * 5)
+    assert s["non_forward_share"] == pytest.approx(0.25)
+    assert s["transitions"]["W"]["A"] == 1 and s["hold_lengths"] == {"5": 2, "10": 1}
