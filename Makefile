@@ -11,7 +11,7 @@ setup:
 
 demo: setup
 	dvc repro
-	@echo "outputs: data/ (inventory: data/inventory/levels.parquet, characters.parquet)"
+	@echo "outputs: data/inventory/*.parquet, data/trajectories/<level>/<traj>/ (see README)"
 
 lint: setup
 	wmforge lint
