@@ -190,3 +190,149 @@ def test_action_stats_non_forward_share():
     s = action_stats(["W"] * 10 + ["A"] * 5 + ["IDLE"] * 5)
     assert s["non_forward_share"] == pytest.approx(0.25)
     assert s["transitions"]["W"]["A"] == 1 and s["hold_lengths"] == {"5": 2, "10": 1}
+
+
+def _room_level(tmp_path):
+    """A 2 m x 2 m walled room and nothing else: every walk ends in a dead end."""
+    from stages.assetgen.levels import LevelBuilder
+    from stages.assetgen.primitives import box
+
+    b = LevelBuilder("Room", "day", 16, 0)
+    b.part("Floor", box(2.4, 2.4, 0.3, 1.0, center=(0, 0, -0.3)), "concrete")
+    for name, size, c in (("WallN", (2.4, 0.2, 3.0), (0, 1.1, 0)),
+                          ("WallS", (2.4, 0.2, 3.0), (0, -1.1, 0)),
+                          ("WallE", (0.2, 2.4, 3.0), (1.1, 0, 0)),
+                          ("WallW", (0.2, 2.4, 3.0), (-1.1, 0, 0))):
+        b.part(name, box(*size, 1.0, center=c), "brick")
+    b.marker("player_start", "PlayerStart_0", (0, 0, 0.1), 0)
+    level = tmp_path / "room.glb"
+    level.write_bytes(b.to_glb())
+    return level
+
+
+def test_dead_end_escapes_then_respawns_as_new_segment(tmp_path):
+    level = _room_level(tmp_path)
+    eng = make_engine("embedded")
+    spec = CharacterSpec("t/h", 0.3, 0.6, 1.8)
+    acts = ActionConfig(weights={"W": 1.0}, hold_min_frames=30, hold_max_frames=30,
+                        max_escapes=2, deadend_window_frames=15)
+    ctrl = Stage1Controller(eng, str(level), "t/room", [spec], [0], 600, 30, 0, acts,
+                            SpawnConfig(), CameraRigConfig())
+    res = ctrl.run(max_ticks=200_000)[0]
+    assert res.failure is None and len(res.frames) == 600
+    f = pd.DataFrame(res.frames)
+    events = f["event"].tolist()
+    assert events[0] == "spawn"
+    first_respawn = events.index("respawn")
+    # K escapes come before the first respawn, which opens segment 1
+    assert events[:first_respawn].count("escape") == acts.max_escapes
+    assert f["segment"].iloc[first_respawn] == 1 and f["segment"].iloc[first_respawn - 1] == 0
+    assert f["segment"].is_monotonic_increasing
+    # every escape turns the character by at least escape_min_deg within a second
+    for i in [i for i, e in enumerate(events) if e == "escape"]:
+        if i + 30 < len(f) and f["segment"].iloc[i + 30] == f["segment"].iloc[i]:
+            d = abs((f["yaw_deg"].iloc[i + 30] - f["yaw_deg"].iloc[i - 1] + 180) % 360 - 180)
+            assert d >= acts.escape_min_deg - 1e-6
+    # the capsule never leaves the room
+    assert f["pos_x"].abs().max() < 1.0 and f["pos_y"].abs().max() < 1.0
+    eng.close()
+
+
+class _NaNAfter:
+    """Injected fault around the real engine: the character state turns NaN after n ticks."""
+
+    def __init__(self, eng, n):
+        self._eng, self._n, self._calls = eng, n, 0
+        self.name, self.version = eng.name, eng.version
+
+    def __getattr__(self, k):
+        return getattr(self._eng, k)
+
+    def character_state(self):
+        self._calls += 1
+        st = self._eng.character_state()
+        if self._calls > self._n:
+            st.position = (math.nan, st.position[1], math.inf)
+        return st
+
+
+def test_non_finite_transform_discards_trajectory_injected_fault(inv, sample_library, tmp_path,
+                                                                 monkeypatch):
+    import stages.trajectories as traj
+
+    real = traj.make_engine
+    monkeypatch.setattr(traj, "make_engine", lambda cfg: _NaNAfter(real(cfg), 200))
+    levels, chars = inv
+    cfg = _cfg(**{"trajectories.per_level": 1,
+                  "trajectories.levels": "[NatureValley/AlpineMeadow]"})
+    fails = run_trajectories(cfg, levels, chars, sample_library, tmp_path)
+    assert fails["reason"].tolist() == ["non_finite_transform"]
+    assert "nan" in fails["detail"].iloc[0]
+    assert not list(tmp_path.rglob("frames.parquet"))  # nothing with NaN was written
+
+
+def test_character_models_loaded_once_per_task(inv, sample_library, tmp_path):
+    levels, chars = inv
+    cfg = _cfg(**{"trajectories.per_level": 3, "trajectories.frames": 30,
+                  "trajectories.characters": "[CharacterPack/Alex,CharacterPack/Bat]"})
+    seen = {}
+    import stages.trajectories as traj
+
+    real = traj.make_engine
+
+    def spy(c):
+        seen["eng"] = real(c)
+        return seen["eng"]
+
+    traj.make_engine = spy
+    try:
+        fails = run_trajectories(cfg, levels, chars, sample_library, tmp_path)
+    finally:
+        traj.make_engine = real
+    assert fails.empty
+    eng = seen["eng"]
+    # 2 levels x 3 trajectories, 2 characters: each model loaded once; + 2 level loads
+    assert len(eng._model_cache) == 2
+    assert eng.model_loads == 2 + 2
+
+
+def test_swim_holds_its_altitude_while_fly_follows_terrain(tmp_path):
+    from tests.engine.course import STAIRS
+
+    course = build_course(tmp_path / "course.glb")
+    eng = make_engine("embedded")
+    eng.load_level(str(course), "t/course")
+    out = {}
+    for mode in ("fly", "swim"):
+        spec = CharacterSpec(f"t/{mode}", 0.2, 0.1, 0.4, locomotion=mode, height_offset=3.0)
+        eng.spawn_character(spec, (STAIRS[0] - 2.0, STAIRS[1], 3.0), 0.0)
+        zs = []
+        for _ in range(150):
+            eng.apply_input((1.0, 0.0), 0.0, 1 / 30)
+            zs.append(eng.character_state().position[2])
+        out[mode] = zs
+    assert max(out["swim"]) - min(out["swim"]) < 1e-6  # a water surface: constant height
+    assert out["fly"][-1] > out["fly"][0] + 1.0  # rose with the stairs (2 m high)
+    eng.close()
+
+
+def test_falling_out_of_the_level_respawns(tmp_path):
+    from stages.assetgen.levels import LevelBuilder
+    from stages.assetgen.primitives import box
+
+    b = LevelBuilder("Island", "day", 16, 0)
+    b.part("Platform", box(4.0, 4.0, 0.3, 1.0, center=(0, 0, -0.3)), "stone")
+    level = tmp_path / "island.glb"
+    level.write_bytes(b.to_glb())
+    eng = make_engine("embedded")
+    acts = ActionConfig(weights={"W": 1.0}, hold_min_frames=30, hold_max_frames=30)
+    spawn = SpawnConfig(fall_limit_m=2.0)
+    ctrl = Stage1Controller(eng, str(level), "t/island", [CharacterSpec("t/h", 0.3, 0.6, 1.8)],
+                            [0], 300, 30, 0, acts, spawn, CameraRigConfig())
+    f = pd.DataFrame(ctrl.run(max_ticks=100_000)[0].frames)
+    assert (f["event"] == "respawn").any()
+    # nobody is recorded further below the level than the limit (+ one frame of falling)
+    assert f["pos_z"].min() > -0.3 - 2.0 - 0.5
+    first = f.index[f["event"] == "respawn"][0]
+    assert f["grounded"].iloc[first] and abs(f["pos_z"].iloc[first]) < 0.05
+    eng.close()

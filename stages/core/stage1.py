@@ -46,6 +46,8 @@ class ActionConfig:
     escape_min_deg: float = 100.0
     escape_turn_rate_deg_s: float = 360.0
     max_escapes: int = 3
+    # an escape has worked once the character gets this far from where it got stuck, m
+    escape_clear_m: float = 3.0
 
 
 @dataclass
@@ -60,6 +62,8 @@ class SpawnConfig:
     rest_speed: float = 0.05
     # warm-up frames after settling, not recorded
     warmup_frames: int = 10
+    # respawn when the character falls this far below the level's lowest point, m
+    fall_limit_m: float = 5.0
 
 
 def validate_action_config(cfg: ActionConfig, key: str = "trajectories.actions") -> None:
@@ -151,6 +155,9 @@ class Stage1Controller:
         self.state = "enter_runtime"
 
     def _on_enter_runtime(self) -> None:
+        # models and animations once per task, not per trajectory (§6.1)
+        for spec in self.characters:
+            self.engine.load_character(spec)
         self.state = "next"
 
     def _on_next(self) -> None:
@@ -235,6 +242,7 @@ class Stage1Controller:
         self.ref_yaw = self.yaw
         self.escapes = 0
         self._escape_target: float | None = None
+        self._stuck_at: tuple[float, float] | None = None
         self._history: list[tuple[float, float]] = []
         self._poi: tuple[float, float, float] | None = None
         self._poi_t = 0
@@ -252,6 +260,7 @@ class Stage1Controller:
         self.hold = self.rng.randint(self.acfg.hold_min_frames, self.acfg.hold_max_frames)
 
     def _on_loop(self) -> None:
+        assert self.level is not None
         if self.hold <= 0:
             self._sample_action()
         self.hold -= 1
@@ -288,6 +297,9 @@ class Stage1Controller:
             self._retarget_poi()
         if self._detect_dead_end(st):
             return
+        if st.position[2] < self.level.bounds_min[2] - self.scfg.fall_limit_m:
+            self._start_respawn()  # fell out of the level
+            return
         if len(self.frames) >= self.n_frames:
             self.state = "exit_runtime"
 
@@ -300,22 +312,27 @@ class Stage1Controller:
         recent = self._history[-w:]
         if any(math.isnan(p[0]) for p in recent):
             return False
+        if self._stuck_at is not None and math.dist(
+                self._stuck_at, recent[-1]) > self.acfg.escape_clear_m:
+            self.escapes, self._stuck_at = 0, None  # the last escape worked
         if math.dist(recent[0], recent[-1]) >= self.acfg.deadend_min_progress_m:
-            if math.dist(recent[0], recent[-1]) > 4 * self.acfg.deadend_min_progress_m:
-                self.escapes = 0
             return False
         self._history.clear()
+        self._stuck_at = recent[-1]
         if self.escapes >= self.acfg.max_escapes:
-            self.segment += 1
-            self.attempts = 0
-            self._candidates = self._spawn_candidates()
-            self.state = "respawn"
+            self._start_respawn()
             return True
         self.escapes += 1
         turn = self.rng.uniform(self.acfg.escape_min_deg, 180.0) * self.rng.choice((-1, 1))
         self._escape_target = (self.yaw + turn) % 360.0
         self._event = "escape"
         return False
+
+    def _start_respawn(self) -> None:
+        self.segment += 1
+        self.attempts = 0
+        self._candidates = self._spawn_candidates()
+        self.state = "respawn"
 
     def _on_respawn(self) -> None:
         self._on_prepare()

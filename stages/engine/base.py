@@ -21,6 +21,10 @@ class Engine(Protocol):
         """Load a level: visual scene + collision. Replaces any loaded level."""
         ...
 
+    def load_character(self, spec: CharacterSpec) -> Any:
+        """Load the character's model and animations; called once per task per character."""
+        ...
+
     def spawn_character(self, spec: CharacterSpec, position: Vec3, yaw_deg: float) -> None:
         """Place the character's collision capsule with its feet at ``position``."""
         ...

@@ -14,7 +14,9 @@ Controller, per tick:
 2. airborne: gravity integrates vertical speed (semi-implicit Euler); the vertical sweep lands
    the capsule on walkable ground or slides it along a steep one.
 3. no input while grounded: nothing moves (no drift on walkable slopes).
-Fly/swim: no gravity; altitude eases toward ground height + ``height_offset``.
+Fly: no gravity; altitude eases toward ground height + ``height_offset`` (follows terrain).
+Swim: no gravity; holds the altitude it was spawned at (a water surface), slides along whatever
+it meets and never climbs over it.
 """
 
 from __future__ import annotations
@@ -106,6 +108,12 @@ class EmbeddedEngine:
         if key not in self._model_cache:
             self._model_cache[key] = self.load_model(path, scale, up_axis)
         return self._model_cache[key]
+
+    def load_character(self, spec: CharacterSpec) -> Any:
+        """Load a character's model (and its clips) once per task; later calls reuse it."""
+        if not spec.model_path:
+            return None
+        return self.cached_model(spec.model_path, spec.scale)
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
                    up_axis: str = "Z") -> LevelInfo:
@@ -298,8 +306,11 @@ class EmbeddedEngine:
         speed = spec.walk_speed
         delta = (mx * speed * dt, my * speed * dt, 0.0)
         moving = abs(mx) + abs(my) > 1e-9
-        if spec.locomotion in ("fly", "swim"):
+        if spec.locomotion == "fly":
             self._fly(delta, dt)
+        elif spec.locomotion == "swim":
+            self._pos, _ = self._slide(self._pos, delta, walls_vertical=True, push_speed=speed)
+            self._grounded = False
         elif self._grounded:
             self._ground_move(delta, moving, speed)
         else:
