@@ -95,6 +95,49 @@ class TrajectoriesConfig:
     cameras: CameraRigConfig = field(default_factory=CameraRigConfig)
 
 
+RESOLUTION_PRESETS = {"540p": (960, 540), "720p": (1280, 720), "1080p": (1920, 1080)}
+
+
+@dataclass
+class RenderConfig:
+    # resolution preset: 540p (screening), 720p, 1080p
+    preset: str = "720p"
+    # explicit size in px overriding the preset (0 = use the preset); even numbers
+    width: int = 0
+    height: int = 0
+    # anti-aliasing as Movie Render Queue does it: sub-pixel jittered spatial samples x
+    # sub-frame temporal samples, accumulated in linear light into each output frame
+    spatial_samples: int = 8
+    temporal_samples: int = 1
+    # fraction of the frame interval the temporal samples span (0.5 = a 180-degree shutter)
+    shutter: float = 0.5
+    # frames rendered and discarded after the level loads (texture residency, caches)
+    warmup_frames: int = 8
+    # H.264 (libx264) settings, pinned so the same inputs give the same bytes
+    x264_preset: str = "veryfast"
+    crf: int = 20
+    encoder_threads: int = 2
+    # keyframe interval, s (closed GOP: seeking decodes at most this much)
+    gop_s: float = 1.0
+    # write the tiled five-view preview MP4 (never scored)
+    preview: bool = True
+    # frames queued between renderer and encoder (bounds memory)
+    queue_depth: int = 4
+    # alignment gate: mask resolution divisor, hit radius in mask px, minimum aligned share
+    mask_scale: int = 2
+    align_radius_px: int = 3
+    align_min: float = 0.95
+    # node id in instance ids (node id + timestamp + sequence number)
+    node_id: str = "local"
+    # kill a renderer process running longer than this, s (0 = no limit)
+    instance_timeout_s: float = 0.0
+
+    def size(self) -> tuple[int, int]:
+        if self.width and self.height:
+            return self.width, self.height
+        return RESOLUTION_PRESETS[self.preset]
+
+
 @dataclass
 class WmforgeConfig:
     # global seed; every work unit derives its own seed from this and its id
@@ -104,6 +147,7 @@ class WmforgeConfig:
     inventory: InventoryConfig = field(default_factory=InventoryConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     trajectories: TrajectoriesConfig = field(default_factory=TrajectoriesConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
 
 
 def register_configs() -> None:
@@ -129,6 +173,18 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
         validate_action_config(obj.trajectories.actions)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    r = obj.render
+    if not (r.width and r.height) and r.preset not in RESOLUTION_PRESETS:
+        raise ConfigError(f"{source}: render.preset {r.preset!r}; expected one of "
+                          f"{sorted(RESOLUTION_PRESETS)} (or set render.width/height)")
+    w, h = r.size()
+    if w % 2 or h % 2 or w < 16 or h < 16:
+        raise ConfigError(f"{source}: render size {w}x{h}: need even numbers >= 16 (yuv420p)")
+    if not 1 <= r.spatial_samples * r.temporal_samples <= 64:
+        raise ConfigError(f"{source}: render.spatial_samples x render.temporal_samples must be "
+                          "between 1 and 64")
+    if not 0 <= r.align_min <= 1:
+        raise ConfigError(f"{source}: render.align_min {r.align_min}: expected 0..1")
     return obj
 
 

@@ -372,6 +372,8 @@ class Stage1Controller:
             "engine": getattr(self.engine, "name", "?"),
             "engine_version": getattr(self.engine, "version", "?"),
             "config": self.resolved_config, "segments": self.segment + 1,
+            "level": {"path": self.level_path, "scale": self.level_scale,
+                      "up_axis": self.level_up_axis},
             "action_stats": action_stats([f["action"] for f in self.frames]),
             "character": {"visual_height_m": self.char.visual_height,
                           "locomotion": self.char.locomotion, "model": self.char.model_path,

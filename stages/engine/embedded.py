@@ -44,6 +44,31 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
     """)
 
 
+def load_model(path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
+    """Load any supported model as a NodePath in the contract frame (Z up, metres)."""
+    from panda3d.core import Filename, Loader, LoaderOptions, NodePath
+
+    p = Path(path)
+    if p.suffix.lower() in (".glb", ".gltf"):
+        import gltf
+
+        np_ = NodePath(gltf.load_model(str(p)))  # converts glTF's Y-up to Z-up
+    else:
+        node = Loader.getGlobalPtr().loadSync(Filename.fromOsSpecific(str(p)),
+                                              LoaderOptions(LoaderOptions.LF_no_cache))
+        if node is None:
+            raise OSError(f"{path}: Panda3D could not load this model")
+        np_ = NodePath(node)
+        if up_axis == "Y":
+            holder = NodePath("up_fix")
+            np_.reparentTo(holder)
+            np_.setP(90)  # +Y up → +Z up
+            np_ = holder
+    if scale != 1.0:
+        np_.setScale(scale)
+    return np_
+
+
 class EmbeddedEngine:
     """Panda3D + Bullet behind the engine protocol (see ``stages.engine.base``)."""
 
@@ -79,28 +104,8 @@ class EmbeddedEngine:
 
     def load_model(self, path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
         """Load any supported model as a NodePath in the contract frame (Z up, metres)."""
-        from panda3d.core import Filename, Loader, LoaderOptions, NodePath
-
-        p = Path(path)
-        if p.suffix.lower() in (".glb", ".gltf"):
-            import gltf
-
-            np_ = NodePath(gltf.load_model(str(p)))  # converts glTF's Y-up to Z-up
-        else:
-            node = Loader.getGlobalPtr().loadSync(Filename.fromOsSpecific(str(p)),
-                                                  LoaderOptions(LoaderOptions.LF_no_cache))
-            if node is None:
-                raise OSError(f"{path}: Panda3D could not load this model")
-            np_ = NodePath(node)
-            if up_axis == "Y":
-                holder = NodePath("up_fix")
-                np_.reparentTo(holder)
-                np_.setP(90)  # +Y up → +Z up
-                np_ = holder
         self.model_loads += 1
-        if scale != 1.0:
-            np_.setScale(scale)
-        return np_
+        return load_model(path, scale, up_axis)
 
     def cached_model(self, path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
         """Character models are loaded once per task and instanced after (§6.1)."""

@@ -1,0 +1,480 @@
+"""Stage II on the embedded engine: offscreen supersampled rendering of five replayed views.
+
+One ``renderFrame`` produces a whole output frame. Every (view, spatial sample, temporal sample)
+is a display region of one atlas buffer, each with its own camera: spatial samples shift the
+lens by a sub-pixel film offset (Halton 2,3 jitter), temporal samples place the cameras and a
+separate copy of the character (visible only to that sample's cameras, by draw mask) at
+sub-frame interpolated transforms. A resolve pass then averages each view's samples in linear
+light on the GPU (sRGB → linear, mean, → sRGB, ``texelFetch`` so no filtering blurs it) into
+a strip of the five views, copied to RAM once per frame. A third buffer renders a per-view
+character mask (flat white character, nothing else) at the frame's exact recorded transforms
+for the alignment gate.
+
+Headless through EGL (``p3headlessgl``): Mesa llvmpipe on CPU machines, the NVIDIA driver on
+GPU machines. Shading is Panda3D's fixed-function pipeline with the level's own lights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.trajectory import VIEWS
+from .clips import EggPoser, GltfPoser, read_gltf_clips
+
+MASK_BIT = 30
+LEVEL_HIDE = 29  # level geometry is hidden from mask cameras
+
+RESOLVE_VERT = """#version 330
+uniform mat4 p3d_ModelViewProjectionMatrix;
+in vec4 p3d_Vertex;
+void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
+"""
+
+RESOLVE_FRAG = """#version 330
+uniform sampler2D atlas;
+uniform ivec2 origins[64];
+uniform int nsamples;
+uniform ivec2 region;
+out vec4 color;
+vec3 to_lin(vec3 c) { return mix(c / 12.92, pow((c + 0.055) / 1.055, vec3(2.4)),
+                                 step(0.04045, c)); }
+vec3 to_srgb(vec3 c) { return mix(c * 12.92, 1.055 * pow(c, vec3(1.0 / 2.4)) - 0.055,
+                                  step(0.0031308, c)); }
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy) - region;
+    vec3 acc = vec3(0.0);
+    for (int k = 0; k < nsamples; ++k) {
+        acc += to_lin(texelFetch(atlas, origins[k] + p, 0).rgb);
+    }
+    color = vec4(to_srgb(acc / float(nsamples)), 1.0);
+}
+"""
+
+
+def halton(i: int, base: int) -> float:
+    f, r = 1.0, 0.0
+    while i > 0:
+        f /= base
+        r += f * (i % base)
+        i //= base
+    return r
+
+
+def jitter_offsets(n: int) -> list[tuple[float, float]]:
+    """Sub-pixel offsets in pixels, centred on 0; a single sample is exactly the pixel centre."""
+    if n == 1:
+        return [(0.0, 0.0)]
+    pts = [(halton(i + 1, 2), halton(i + 1, 3)) for i in range(n)]
+    mx = sum(p[0] for p in pts) / n
+    my = sum(p[1] for p in pts) / n
+    return [(p[0] - mx, p[1] - my) for p in pts]
+
+
+def temporal_offsets(n: int, shutter: float) -> list[float]:
+    """Sub-frame times (in frames) inside the shutter interval centred on the frame."""
+    if n == 1:
+        return [0.0]
+    return [((k + 0.5) / n - 0.5) * shutter for k in range(n)]
+
+
+def cv_to_panda_mat(q: tuple[float, float, float, float]) -> list[list[float]]:
+    """Rows of Panda3D's camera rotation (x right, y forward, z up) from a world-from-camera
+    OpenCV quaternion (x right, y down, z forward)."""
+    w, x, y, z = q
+    r = [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
+    cx = [r[0][0], r[1][0], r[2][0]]
+    cy = [r[0][1], r[1][1], r[2][1]]
+    cz = [r[0][2], r[1][2], r[2][2]]
+    return [cx, cz, [-v for v in cy]]  # panda x = cv x, panda y = cv z, panda z = -cv y
+
+
+@dataclass
+class ViewPose:
+    pos: tuple[float, float, float]
+    quat: tuple[float, float, float, float]  # world-from-camera, OpenCV
+    fov_deg: float
+
+
+@dataclass
+class CharacterPose:
+    pos: tuple[float, float, float]  # feet
+    quat: tuple[float, float, float, float]  # w x y z
+    scale: tuple[float, float, float]
+    clip: str | None
+    clip_time: float
+
+
+@dataclass
+class SamplePose:
+    character: CharacterPose
+    views: dict[str, ViewPose]
+
+
+@dataclass
+class LevelReport:
+    removed: list[str] = field(default_factory=list)
+    textures: int = 0
+    textures_full_res: int = 0
+    lights: int = 0
+
+
+class ReplayRenderer:
+    def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
+                 display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
+                 far: float = 4000.0):
+        from panda3d.core import loadPrcFileData
+
+        loadPrcFileData("wmforge-render", f"""
+            window-type none
+            load-display {display}
+            audio-library-name null
+            model-cache-dir
+            textures-power-2 none
+            max-texture-dimension -1
+            compressed-textures 0
+            notify-level-display error
+            notify-level-glgsg error
+            sync-video 0
+        """)
+        from panda3d.core import (
+            FrameBufferProperties,
+            GraphicsEngine,
+            GraphicsPipe,
+            GraphicsPipeSelection,
+            NodePath,
+            Texture,
+            WindowProperties,
+        )
+
+        self.W, self.H, self.S, self.T = width, height, spatial, temporal
+        self.N = spatial * temporal
+        if self.N > 64:
+            raise ValueError(f"render: spatial x temporal = {self.N} samples; at most 64")
+        self.near, self.far = near, far
+        self.engine = GraphicsEngine.getGlobalPtr()
+        pipe = GraphicsPipeSelection.getGlobalPtr().makeModulePipe(display)
+        if pipe is None:
+            raise RuntimeError(f"render: no graphics pipe from {display!r} (is EGL installed?)")
+        self.pipe = pipe
+        self.scene = NodePath("scene")
+        self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
+        ntiles = self.N * len(VIEWS)
+        rows = math.ceil(ntiles / self.tiles_per_row)
+        aw, ah = self.tiles_per_row * width, rows * height
+        if ah > 16384:
+            raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
+                             "atlas; use fewer samples or a smaller preset")
+
+        def fbp(depth: bool) -> Any:
+            p = FrameBufferProperties()
+            p.setRgbColor(True)
+            p.setRgbaBits(8, 8, 8, 8)
+            p.setDepthBits(24 if depth else 0)
+            return p
+
+        flags = GraphicsPipe.BF_refuse_window
+        self.atlas = self.engine.makeOutput(pipe, "atlas", 0, fbp(True),
+                                            WindowProperties.size(aw, ah), flags, None, None)
+        if self.atlas is None:
+            raise RuntimeError(f"render: could not create a {aw}x{ah} offscreen buffer")
+        self.gsg = self.atlas.getGsg()
+        self.atlas_tex = Texture("atlas")
+        self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
+                                    self.atlas.RTP_color)
+        self.atlas.setClearColorActive(True)
+        self.out_tex = Texture("resolved")
+        self.resolve = self.engine.makeOutput(pipe, "resolve", 10, fbp(False),
+                                              WindowProperties.size(width * len(VIEWS), height),
+                                              flags, self.gsg, self.atlas)
+        self.resolve.addRenderTexture(self.out_tex, self.resolve.RTM_copy_ram,
+                                      self.resolve.RTP_color)
+        mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
+        self.mask_scale = mask_scale
+        self.mask_size = (mw, mh)
+        self.mask_tex = Texture("mask")
+        self.mask_buf = self.engine.makeOutput(pipe, "mask", 5, fbp(True),
+                                               WindowProperties.size(mw * len(VIEWS), mh),
+                                               flags, self.gsg, self.atlas)
+        self.mask_buf.addRenderTexture(self.mask_tex, self.mask_buf.RTM_copy_ram,
+                                       self.mask_buf.RTP_color)
+        self.mask_buf.setClearColor((0, 0, 0, 1))
+        self._build_cameras(aw, ah)
+        self._build_resolve(aw, ah)
+        self.level_np: Any = None
+        self.char_copies: list[Any] = []
+        self.char_posers: list[Any] = []
+        self.jitter = jitter_offsets(spatial)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _lens(self) -> Any:
+        from panda3d.core import PerspectiveLens
+
+        lens = PerspectiveLens()
+        lens.setFilmSize(self.W, self.H)
+        lens.setNearFar(self.near, self.far)
+        return lens
+
+    def _build_cameras(self, aw: int, ah: int) -> None:
+        from panda3d.core import (
+            BitMask32,
+            Camera,
+            ColorAttrib,
+            LightAttrib,
+            MaterialAttrib,
+            RenderState,
+            TextureAttrib,
+        )
+
+        self.cams: dict[tuple[str, int, int], Any] = {}
+        self.tile_origin: dict[tuple[str, int], tuple[int, int]] = {}
+        for v, view in enumerate(VIEWS):
+            for t in range(self.T):
+                for s in range(self.S):
+                    k = t * self.S + s
+                    tile = v * self.N + k
+                    col, row = tile % self.tiles_per_row, tile // self.tiles_per_row
+                    x0, y0 = col * self.W, row * self.H
+                    self.tile_origin[(view, k)] = (x0, y0)
+                    dr = self.atlas.makeDisplayRegion(x0 / aw, (x0 + self.W) / aw,
+                                                      y0 / ah, (y0 + self.H) / ah)
+                    cam = Camera(f"{view}_{t}_{s}", self._lens())
+                    cam.setCameraMask(BitMask32.bit(t))
+                    np_ = self.scene.attachNewNode(cam)
+                    dr.setCamera(np_)
+                    self.cams[(view, t, s)] = np_
+        mw, mh = self.mask_size
+        state = RenderState.make(ColorAttrib.makeFlat((1, 1, 1, 1)), TextureAttrib.makeAllOff(),
+                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(), 100)
+        self.mask_cams: dict[str, Any] = {}
+        for v, view in enumerate(VIEWS):
+            dr = self.mask_buf.makeDisplayRegion(v / len(VIEWS), (v + 1) / len(VIEWS), 0, 1)
+            lens = self._lens()
+            cam = Camera(f"mask_{view}", lens)
+            cam.setCameraMask(BitMask32.bit(MASK_BIT))
+            cam.setInitialState(state)
+            np_ = self.scene.attachNewNode(cam)
+            dr.setCamera(np_)
+            self.mask_cams[view] = np_
+        del mw, mh
+
+    def _build_resolve(self, aw: int, ah: int) -> None:
+        from panda3d.core import (
+            Camera,
+            CardMaker,
+            NodePath,
+            OrthographicLens,
+            PTA_LVecBase2i,
+            Shader,
+        )
+
+        root = NodePath("resolve")
+        lens = OrthographicLens()
+        lens.setFilmSize(len(VIEWS), 1)
+        lens.setFilmOffset(len(VIEWS) / 2, 0.5)
+        lens.setNearFar(-10, 10)
+        cam = root.attachNewNode(Camera("resolve_cam", lens))
+        cam.setP(-90)  # look down -Z onto cards in the XY plane
+        dr = self.resolve.makeDisplayRegion()
+        dr.setCamera(cam)
+        shader = Shader.make(Shader.SL_GLSL, RESOLVE_VERT, RESOLVE_FRAG)
+        for v, view in enumerate(VIEWS):
+            cm = CardMaker(f"card_{view}")
+            cm.setFrame(v, v + 1, 0, 1)
+            card = root.attachNewNode(cm.generate())
+            card.setP(-90)
+            card.setShader(shader)
+            card.setShaderInput("atlas", self.atlas_tex)
+            origins = PTA_LVecBase2i.emptyArray(64)
+            for k in range(self.N):
+                x0, y0 = self.tile_origin[(view, k)]
+                origins[k] = (x0, y0)
+            card.setShaderInput("origins", origins)
+            card.setShaderInput("nsamples", self.N)
+            card.setShaderInput("region", (v * self.W, 0))
+        self.resolve_root = root
+        del aw, ah
+
+    # ------------------------------------------------------------------ level
+
+    def load_level(self, model: Any, lighting: dict | None = None) -> LevelReport:
+        """Attach a loaded level (a NodePath in the contract frame); sanitize it, light it and
+        make every texture resident at full resolution."""
+        from panda3d.core import (
+            AmbientLight,
+            BitMask32,
+            DirectionalLight,
+            SequenceNode,
+        )
+
+        rep = LevelReport()
+        if self.level_np is not None:
+            self.scene.clearLight()
+            self.level_np.removeNode()
+        model.reparentTo(self.scene)
+        self.level_np = model
+        for cam in model.findAllMatches("**/+Camera"):
+            rep.removed.append(f"camera:{cam.getName()}")
+            cam.removeNode()
+        for anim in model.findAllMatches("**/+AnimBundleNode"):
+            rep.removed.append(f"animation:{anim.getName()}")
+            anim.removeNode()
+        for seq in model.findAllMatches("**/+SequenceNode"):
+            node = seq.node()
+            assert isinstance(node, SequenceNode)
+            node.pose(0)  # a flip-book that plays by itself: hold its first frame
+            rep.removed.append(f"autoplay:{seq.getName()}")
+        for tag in ("autoplay", "animated"):
+            for n in model.findAllMatches(f"**/={tag}"):
+                rep.removed.append(f"{tag}:{n.getName()}")
+                n.clearTag(tag)
+        lit = lighting or {}
+        for ln in model.findAllMatches("**/+Light"):
+            if ln.node().isAmbientLight() if hasattr(ln.node(), "isAmbientLight") else False:
+                continue
+            self.scene.setLight(ln)
+            rep.lights += 1
+        if rep.lights == 0:
+            sun = DirectionalLight("default_sun")
+            sun.setColor((1.0, 0.96, 0.9, 1))
+            sun_np = self.scene.attachNewNode(sun)
+            sun_np.lookAt(*[-c for c in (0.4, 0.3, 0.85)])
+            self.scene.setLight(sun_np)
+            rep.lights = 1
+        amb = AmbientLight("ambient")
+        a = lit.get("ambient", (0.45, 0.45, 0.5))
+        amb.setColor((a[0], a[1], a[2], 1))
+        self.scene.setLight(self.scene.attachNewNode(amb))
+        sky = lit.get("sky", (0.55, 0.7, 0.9))
+        self.atlas.setClearColor((sky[0], sky[1], sky[2], 1))
+        model.hide(BitMask32.bit(MASK_BIT))
+        # texture residency: upload everything now, at the file's full resolution
+        texs = model.findAllTextures()
+        rep.textures = texs.getNumTextures()
+        for i in range(rep.textures):
+            tex = texs.getTexture(i)
+            ox, oy = tex.getOrigFileXSize(), tex.getOrigFileYSize()
+            if (ox == 0 or tex.getXSize() == ox) and (oy == 0 or tex.getYSize() == oy):
+                rep.textures_full_res += 1
+        model.prepareScene(self.gsg)
+        return rep
+
+    # ------------------------------------------------------------------ character
+
+    def load_character(self, model: Any, model_path: str, clip_files: dict[str, str]) -> None:
+        """One copy of the character per temporal sample plus one for the mask pass."""
+        from panda3d.core import BitMask32
+
+        for c in self.char_copies:
+            c.removeNode()
+        self.char_copies, self.char_posers = [], []
+        clips = read_gltf_clips(model_path) if model_path.lower().endswith(
+            (".glb", ".gltf")) else {}
+        for k in range(self.T + 1):
+            holder = self.scene.attachNewNode(f"character_{k}")
+            copy = model.copyTo(holder)
+            holder.hide(BitMask32.allOn())
+            holder.show(BitMask32.bit(MASK_BIT if k == self.T else k))
+            self.char_copies.append(holder)
+            self.char_posers.append(GltfPoser(copy, clips) if clips else
+                                    EggPoser(copy, clip_files))
+        self.model_min_z = model.getTightBounds()[0].z if model.getTightBounds() else 0.0
+
+    def available_clips(self) -> set[str]:
+        p = self.char_posers[0] if self.char_posers else None
+        if isinstance(p, GltfPoser):
+            return set(p.clips)
+        if isinstance(p, EggPoser):
+            return set(p.controls)
+        return set()
+
+    # ------------------------------------------------------------------ frames
+
+    def _place_character(self, k: int, cp: CharacterPose, mesh_dz: float) -> None:
+        from panda3d.core import LQuaternionf
+
+        holder = self.char_copies[k]
+        holder.setPosQuatScale((cp.pos[0], cp.pos[1], cp.pos[2] + mesh_dz),
+                               LQuaternionf(*cp.quat), cp.scale)
+        self.char_posers[k].pose(cp.clip, cp.clip_time)
+
+    def _place_camera(self, np_: Any, vp: ViewPose, jitter: tuple[float, float]) -> None:
+        from panda3d.core import LMatrix3f, LMatrix4f, LVecBase3f
+
+        r = cv_to_panda_mat(vp.quat)
+        m3 = LMatrix3f(*r[0], *r[1], *r[2])
+        np_.setMat(LMatrix4f(m3, LVecBase3f(*vp.pos)))
+        lens = np_.node().getLens()
+        fx = (self.W / 2) / math.tan(math.radians(vp.fov_deg) / 2)
+        lens.setFocalLength(fx)
+        lens.setFilmOffset(jitter[0], jitter[1])
+
+    def render(self, samples: list[SamplePose], exact: SamplePose, mesh_dz: float
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict]:
+        """Render one output frame: ``samples`` holds the T temporal poses, ``exact`` the
+        recorded pose (mask pass). Returns colour (H, W, 3) and mask (h, w) per view and the
+        transforms actually placed for the exact pose."""
+        for t, sp in enumerate(samples):
+            self._place_character(t, sp.character, mesh_dz)
+            for view in VIEWS:
+                for s in range(self.S):
+                    self._place_camera(self.cams[(view, t, s)], sp.views[view], self.jitter[s])
+        self._place_character(self.T, exact.character, mesh_dz)
+        for view in VIEWS:
+            self._place_camera(self.mask_cams[view], exact.views[view], (0.0, 0.0))
+        self.engine.renderFrame()
+        img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
+        mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
+        colors = {v: img[:, i * self.W:(i + 1) * self.W] for i, v in enumerate(VIEWS)}
+        mw = self.mask_size[0]
+        masks = {v: mask[:, i * mw:(i + 1) * mw, 0] > 127 for i, v in enumerate(VIEWS)}
+        return colors, masks, self.placed(exact)
+
+    def placed(self, exact: SamplePose) -> dict:
+        """The transforms Panda3D holds for the exact pose (read back from the scene graph)."""
+        ch = self.char_copies[self.T]
+        p, q, s = ch.getPos(), ch.getQuat(), ch.getScale()
+        quat = (q.getR(), q.getI(), q.getJ(), q.getK())
+        out: dict[str, Any] = {"character": {"pos": (p.x, p.y, p.z), "quat": quat,
+                                             "scale": (s.x, s.y, s.z)}}
+        for view, np_ in self.mask_cams.items():
+            cp = np_.getPos()
+            out[view] = (cp.x, cp.y, cp.z)
+        del exact
+        return out
+
+    def warmup(self, frames: int) -> None:
+        for _ in range(frames):
+            self.engine.renderFrame()
+
+    def close(self) -> None:
+        self.engine.removeAllWindows()
+
+
+def _ram(tex: Any, w: int, h: int) -> np.ndarray:
+    data = tex.getRamImageAs("RGB")
+    arr = np.frombuffer(memoryview(data), np.uint8)
+    if arr.size != w * h * 3:
+        raise RuntimeError(f"render: read back {arr.size} bytes, expected {w}x{h}x3")
+    return arr.reshape(h, w, 3)[::-1]  # GL rows are bottom-up
+
+
+def load_level_lighting(path: str) -> dict:
+    """The wmforge lighting preset a sample level carries in its glTF scene extras."""
+    if not path.lower().endswith((".glb", ".gltf")):
+        return {}
+    from .clips import _read_gltf
+
+    try:
+        doc, _ = _read_gltf(Path(path))
+    except (OSError, ValueError):
+        return {}
+    scenes = doc.get("scenes") or [{}]
+    return dict((scenes[doc.get("scene", 0)].get("extras") or {}).get("wmforge") or {})

@@ -1,0 +1,287 @@
+"""Stage II end to end on the real engine and encoder: replay, five views + preview, decoded
+frame counts, checksums, alignment gate, progress/recovery (a real kill -9), bad input."""
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stages.config import load_params
+from stages.core.trajectory import VIEWS
+from stages.inventory import run_inventory
+from stages.media.video import read_frames
+from stages.render import (
+    COMPLETE,
+    PROGRESS,
+    InstanceRenderer,
+    read_progress,
+    recover_instance,
+    render_settings,
+    run_render,
+)
+from stages.trajectories import run_trajectories
+
+FRAMES = 24
+
+
+def _rcfg(**kw):
+    over = ["render.width=192", "render.height=108", "render.spatial_samples=2",
+            "render.temporal_samples=2", "render.mask_scale=1", "render.warmup_frames=2"]
+    return load_params(overrides=over + [f"render.{k}={v}" for k, v in kw.items()]).render
+
+
+@pytest.fixture(scope="module")
+def trajs(sample_library, tmp_path_factory):
+    """Three short trajectories on AlpineMeadow with the humanoid Alex."""
+    cfg = load_params(overrides=[
+        "trajectories.per_level=3", f"trajectories.frames={FRAMES}",
+        "trajectories.levels=[NatureValley/AlpineMeadow]",
+        "trajectories.characters=[CharacterPack/Alex]"])
+    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
+    out = tmp_path_factory.mktemp("traj")
+    fails = run_trajectories(cfg, inv.levels, inv.characters, sample_library, out)
+    assert fails.empty
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(trajs, tmp_path_factory):
+    root = tmp_path_factory.mktemp("renders")
+    index, fails = run_render(_rcfg(), trajs, root)
+    return root, index, fails
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_five_views_and_preview_decode_with_recorded_frame_count(rendered, trajs):
+    root, index, fails = rendered
+    assert fails.empty, fails.to_string()
+    assert sorted(index["trajectory"]) == ["traj_0000", "traj_0001", "traj_0002"]
+    for row in index.to_dict("records"):
+        d = root / row["path"]
+        # data/renders/<scene>/<level>/<instance>/<traj>
+        assert d.parts[-4:-2] == ("NatureValley", "AlpineMeadow")
+        assert d.parent.name.startswith("local-") and d.parent.name.count("-") == 2
+        meta = json.loads((d / "meta.json").read_text())
+        assert meta["videos"] == [f"{v}.mp4" for v in VIEWS] + ["preview.mp4"]
+        for v in VIEWS:
+            frames = read_frames(d / f"{v}.mp4")
+            assert len(frames) == FRAMES and frames[0].shape == (108, 192, 3)
+            assert frames[0].std() > 5  # a rendered scene, not a blank frame
+        prev = read_frames(d / "preview.mp4")
+        assert len(prev) == FRAMES and prev[0].shape == (2 * 54, 3 * 96, 3)
+        for name, digest in meta["sha256"].items():
+            assert _sha(d / name) == digest, name
+        # the trajectory travels with its videos, unchanged
+        src = trajs / "NatureValley__AlpineMeadow" / row["trajectory"]
+        for f in ("frames.parquet", "cameras.parquet"):
+            assert _sha(d / f) == _sha(src / f)
+        assert meta["encode"]["codec"] == "libx264" and meta["encode"]["pix_fmt"] == "yuv420p"
+        assert meta["settings"]["spatial_samples"] == 2
+        assert meta["settings"]["temporal_samples"] == 2
+        # alignment gate: every in-view frame of every external view lands on the character
+        al = meta["alignment"]
+        assert al["aligned_fraction"] >= 0.95 and al["transform_max_err"] <= 1e-4
+        assert sum(al["in_view_frames"].values()) > 0.8 * 4 * FRAMES
+        assert meta["level"]["textures"] > 0
+        assert meta["level"]["textures_full_res"] == meta["level"]["textures"]
+    inst = root / index["path"].iloc[0]
+    assert (inst.parent / COMPLETE).exists()
+    assert len((inst.parent / PROGRESS).read_text().splitlines()) == 3
+
+
+def test_finished_trajectories_are_never_rendered_twice(rendered, trajs):
+    root, index, _ = rendered
+    before = sorted(p.name for p in (root / "NatureValley" / "AlpineMeadow").iterdir())
+    index2, fails2 = run_render(_rcfg(), trajs, root)
+    after = sorted(p.name for p in (root / "NatureValley" / "AlpineMeadow").iterdir())
+    assert before == after and len(before) == 1  # no new instance
+    assert index2["path"].tolist() == index["path"].tolist() and fails2.empty
+
+
+def test_gop_allows_seeking_to_a_late_frame(rendered):
+    import av
+
+    root, index, _ = rendered
+    path = root / index["path"].iloc[0] / "back.mp4"
+    with av.open(str(path)) as c:
+        st = c.streams.video[0]
+        keys = [p.pts for p in c.demux(st) if p.is_keyframe]
+    assert keys[0] == 0 and len(keys) == 1  # 24 frames < 1 s GOP: one closed GOP
+    with av.open(str(path)) as c:
+        st = c.streams.video[0]
+        c.seek(int(20 / (st.time_base * 30)), stream=st, any_frame=False, backward=True)
+        f = next(c.decode(st))
+        assert f.pts <= 20
+
+
+def test_instance_killed_mid_trajectory_recovers_finished_ones_bit_identical(trajs, rendered,
+                                                                             tmp_path):
+    """A real kill -9 of the rendering process in the middle of its second trajectory."""
+    root, index, _ = rendered
+    settings = render_settings(_rcfg(), 30)
+    inst = tmp_path / "NatureValley" / "AlpineMeadow" / "local-20990101T000000Z-0000"
+    inst.mkdir(parents=True)
+    jobs = []
+    for name in ("traj_0000", "traj_0001", "traj_0002"):
+        ref = root / index.set_index("trajectory").loc[name, "path"]
+        key = json.loads((ref / "meta.json").read_text())["render_key"]
+        jobs.append({"name": name, "traj_dir": str(trajs / "NatureValley__AlpineMeadow" / name),
+                     "key": key})
+    (inst / "instance.json").write_text(json.dumps(
+        {"level_id": "NatureValley/AlpineMeadow", "settings": settings, "base": os.getcwd(),
+         "jobs": jobs}))
+    proc = subprocess.Popen([sys.executable, "-m", "stages.render", "worker", str(inst)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if len(read_progress(inst)) == 1 and list((inst / "traj_0001").glob("*.mp4.part")):
+            break
+        time.sleep(0.005)
+    else:
+        proc.kill()
+        pytest.fail("renderer never reached its second trajectory")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (inst / COMPLETE).exists()
+    kept = recover_instance(inst)
+    assert kept == ["traj_0000"]
+    assert sorted(p.name for p in inst.iterdir() if p.is_dir()) == ["traj_0000"]
+    ref = root / index.set_index("trajectory").loc["traj_0000", "path"]
+    ours = sorted(p.name for p in (inst / "traj_0000").iterdir())
+    assert ours == sorted(p.name for p in ref.iterdir())
+    for name in ours:
+        assert _sha(inst / "traj_0000" / name) == _sha(ref / name), name
+
+
+def test_recovery_discards_an_instance_with_nothing_finished(tmp_path):
+    inst = tmp_path / "S" / "L" / "local-20990101T000000Z-0001"
+    (inst / "traj_0000").mkdir(parents=True)
+    (inst / "traj_0000" / "back.mp4.part").write_bytes(b"\0" * 100)
+    (inst / "instance.json").write_text("{}")
+    (inst / PROGRESS).write_text("DONE traj_0000 frames=0000")  # torn line: not a record
+    assert recover_instance(inst) == []
+    assert not inst.exists()
+
+
+def test_full_disk_during_encoding_leaves_no_complete_looking_video(trajs, tmp_path):
+    """The kernel refuses writes past a file-size limit (RLIMIT_FSIZE) in the renderer
+    process, so the encoder hits a real write error mid-video."""
+    settings = render_settings(_rcfg(), 30)
+    inst = tmp_path / "S" / "L" / "local-20990101T000000Z-0002"
+    inst.mkdir(parents=True)
+    (inst / "instance.json").write_text(json.dumps(
+        {"settings": settings, "base": os.getcwd(), "jobs": [
+            {"name": "traj_0000", "key": "0" * 16,
+             "traj_dir": str(trajs / "NatureValley__AlpineMeadow" / "traj_0000")}]}))
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000))
+
+    subprocess.run([sys.executable, "-m", "stages.render", "worker", str(inst)], check=True,
+                   preexec_fn=limit, capture_output=True)
+    fails = [json.loads(x) for x in (inst / "failures.jsonl").read_text().splitlines()]
+    assert len(fails) == 1 and fails[0]["reason"] in ("disk_full", "encode_failed"), fails
+    assert read_progress(inst) == {}
+    assert not list(inst.rglob("*.mp4")) and not list(inst.rglob("*.part"))
+
+
+def test_invalid_trajectory_is_named_and_nothing_rendered(trajs, tmp_path):
+    import shutil
+
+    bad = tmp_path / "trajs" / "NatureValley__AlpineMeadow"
+    shutil.copytree(trajs / "NatureValley__AlpineMeadow" / "traj_0000", bad / "traj_0000")
+    f = pd.read_parquet(bad / "traj_0000" / "frames.parquet")
+    f.loc[5, "action"] = "JUMP"
+    f.to_parquet(bad / "traj_0000" / "frames.parquet")
+    index, fails = run_render(_rcfg(), tmp_path / "trajs", tmp_path / "renders")
+    assert index.empty
+    assert fails["reason"].tolist() == ["invalid_trajectory"]
+    detail = fails["detail"].iloc[0]
+    assert "frames.parquet" in detail and "action" in detail and "row 5" in detail
+    assert not list((tmp_path / "renders").rglob("*.mp4"))
+
+
+def test_missing_asset_fails_that_trajectory_and_the_instance_goes_on(trajs, tmp_path):
+    import shutil
+
+    src = trajs / "NatureValley__AlpineMeadow"
+    dst = tmp_path / "trajs" / "NatureValley__AlpineMeadow"
+    for name in ("traj_0000", "traj_0001"):
+        shutil.copytree(src / name, dst / name)
+    m = json.loads((dst / "traj_0000" / "meta.json").read_text())
+    m["character"]["model"] = "assets/nowhere/Ghost.glb"
+    (dst / "traj_0000" / "meta.json").write_text(json.dumps(m))
+    index, fails = run_render(_rcfg(), tmp_path / "trajs", tmp_path / "renders")
+    assert index["trajectory"].tolist() == ["traj_0001"]
+    assert fails["reason"].tolist() == ["missing_asset"]
+    assert "Ghost.glb" in fails["detail"].iloc[0]
+
+
+def test_alignment_gate_fails_a_misplaced_camera_injected_fault(trajs, tmp_path, monkeypatch):
+    """Break the renderer's camera conversion (mirror the view) and the gate must catch it."""
+    import stages.engine.replay_render as rr
+
+    real = rr.cv_to_panda_mat
+
+    def mirrored(q):
+        x, y, z = real(q)
+        return [[-c for c in x], [-c for c in y], z]  # looks backwards
+
+    monkeypatch.setattr(rr, "cv_to_panda_mat", mirrored)
+    inst = tmp_path / "inst"
+    inst.mkdir()
+    ir = InstanceRenderer(inst, render_settings(_rcfg(), 30), "p3headlessgl", Path.cwd())
+    from stages.render import _Fail
+
+    with pytest.raises(_Fail) as err:
+        ir.render(trajs / "NatureValley__AlpineMeadow" / "traj_0000", "traj_0000", "k" * 16)
+    assert err.value.reason == "misaligned"
+    ir.close()
+
+
+def test_colour_pass_draws_the_character_exactly_where_the_mask_is(trajs, tmp_path):
+    """Render a recorded frame with and without the character: the pixels that change are the
+    mask's pixels, and the projected recorded position falls inside them."""
+    from stages.core import replay
+    from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
+    from stages.render import _load_traj
+
+    settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)
+    ir = InstanceRenderer(tmp_path, settings, "p3headlessgl", Path.cwd())
+    tdir = trajs / "NatureValley__AlpineMeadow" / "traj_0001"
+    frames, cams, meta = _load_traj(tdir)
+    ir._renderer()
+    ir._ensure_level(meta)
+    ir._ensure_character(meta)
+    rows, views = replay.frame_tables({c: frames[c].tolist() for c in frames},
+                                      {c: cams[c].tolist() for c in cams})
+    segs = frames["segment"].tolist()
+    f = FRAMES // 2
+    c = replay.character_pose(rows, f, 0.0, segs)
+    vp = {v: ViewPose(**replay.camera_pose(views[v], f, 0.0, segs)) for v in VIEWS}
+    pose = SamplePose(CharacterPose(c["pos"], c["quat"], c["scale"], "walk", 0.3), vp)
+    with_char, masks, _ = ir.r.render([pose], pose, 0.0)
+    for holder in ir.r.char_copies:
+        holder.hide()
+    without, _, _ = ir.r.render([pose], pose, 0.0)
+    for v in ("back", "left", "right"):
+        changed = np.abs(with_char[v].astype(int) - without[v].astype(int)).max(axis=2) > 12
+        m = masks[v]
+        assert m.sum() > 20, v
+        iou = (changed & m).sum() / (changed | m).sum()
+        assert iou > 0.7, (v, iou)
+    ir.close()
