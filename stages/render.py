@@ -323,6 +323,7 @@ class InstanceRenderer:
             "encode": enc.as_dict(), "videos": [f"{v}.mp4" for v in names],
             "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
+            "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
             "sha256": {f: sha256_file(out / f) for f in files},
         }
         tmp = out / "meta.json.tmp"
@@ -426,12 +427,14 @@ def worker(inst: Path) -> int:
         t0 = time.perf_counter()
         try:
             rmeta = ir.render(Path(job["traj_dir"]), name, job["key"])
-        except _Fail as exc:
+        except Exception as exc:  # noqa: BLE001 - one bad trajectory never stops the instance
+            reason, detail = ((exc.reason, exc.detail) if isinstance(exc, _Fail) else
+                              ("render_error", f"{type(exc).__name__}: {exc}"))
             shutil.rmtree(inst / name, ignore_errors=True)
             with open(inst / "failures.jsonl", "a") as f:
-                f.write(json.dumps({"trajectory": name, "reason": exc.reason,
-                                    "detail": exc.detail}) + "\n")
-            print(f"render: {name}: {exc.reason}: {exc.detail}", flush=True)
+                f.write(json.dumps({"trajectory": name, "reason": reason,
+                                    "detail": detail}) + "\n")
+            print(f"render: {name}: {reason}: {detail}", flush=True)
             continue
         with open(inst / PROGRESS, "a") as f:
             f.write(progress_line(name, rmeta["frame_count"], job["key"]))
@@ -510,7 +513,10 @@ def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "
         rc = _spawn_worker(inst, rcfg.instance_timeout_s)
         log(f"render: {lid}: {len(jobs)} trajectories in {time.perf_counter() - t0:.1f} s "
             f"(renderer exit {rc})")
+        crash_tail = ""
         if rc != 0:
+            lines = (inst / "renderer.log").read_text(errors="replace").strip().splitlines()
+            crash_tail = " | ".join(lines[-3:])[-600:]
             recover_instance(inst, log)
         fl = inst / "failures.jsonl"
         reported = set()
@@ -527,7 +533,8 @@ def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "
                 if j["name"] not in kept and j["name"] not in reported:
                     failures.append({"level_id": lid, "trajectory": j["name"],
                                      "reason": "renderer_crashed",
-                                     "detail": f"renderer exit code {rc}", "instance": inst.name})
+                                     "detail": f"renderer exit code {rc}: {crash_tail}",
+                                     "instance": inst.name})
     done = finished(root)
     rows = []
     for lid, lvl, traj, key in wanted:

@@ -103,11 +103,12 @@ def drone(seed: int, tex: int) -> bytes:
                                                                                 seed)), "m"))
     root = g.node("Drone", extras={"role": "character_root"})
     g.node("hull", mesh=g.mesh("hull", box(0.5, 0.5, 0.18, 0.3), m), parent=root)
+    rotors = []
     for i, (x, y) in enumerate([(0.3, 0.3), (0.3, -0.3), (-0.3, 0.3), (-0.3, -0.3)]):
-        g.node(f"rotor_{i}", mesh=g.mesh(f"rotor_{i}_m", cylinder(0.14, 0.03, 10, 0.3), m),
-               translation=(x, y, 0.18), parent=root)
+        rotors.append(g.node(f"rotor_{i}", mesh=g.mesh(f"rotor_{i}_m", cylinder(0.14, 0.03, 10, 0.3), m),
+               translation=(x, y, 0.18), parent=root))
     times = np.linspace(0, 0.2, 5)
-    g.animation("hover", [(3 + i, times, np.array([_axis_angle_y_up((0, 0, 1), 90.0 * k)
+    g.animation("hover", [(rotors[i], times, np.array([_axis_angle_y_up((0, 0, 1), 90.0 * k)
                                                     for k in range(5)])) for i in range(4)])
     return g.to_glb()
 

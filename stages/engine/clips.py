@@ -108,8 +108,9 @@ def _to_z_up(path: str, v: tuple[float, ...]) -> tuple[float, ...]:
     return (w, x, -z, y)
 
 
-def read_gltf_clips(path: str | Path) -> dict[str, Clip]:
-    """All node-animation clips of a glTF/glb file, keyed by name."""
+def read_gltf_clips(path: str | Path, problems: list[str] | None = None) -> dict[str, Clip]:
+    """All node-animation clips of a glTF/glb file, keyed by name. Channels that point at a
+    missing node or accessor are skipped and described in ``problems``."""
     p = Path(path)
     doc, binary = _read_gltf(p)
     nodes = doc.get("nodes", [])
@@ -120,10 +121,18 @@ def read_gltf_clips(path: str | Path) -> dict[str, Clip]:
             tgt = ch.get("target", {})
             if "node" not in tgt or tgt.get("path") not in ("translation", "rotation", "scale"):
                 continue
-            smp = anim["samplers"][ch["sampler"]]
-            times = [t[0] for t in _accessor(doc, binary, smp["input"])]
-            vals = [_to_z_up(tgt["path"], v) for v in _accessor(doc, binary, smp["output"])]
-            name = nodes[tgt["node"]].get("name", f"node{tgt['node']}")
+            try:
+                smp = anim["samplers"][ch["sampler"]]
+                times = [t[0] for t in _accessor(doc, binary, smp["input"])]
+                vals = [_to_z_up(tgt["path"], v) for v in _accessor(doc, binary, smp["output"])]
+                name = nodes[tgt["node"]].get("name", f"node{tgt['node']}")
+            except (IndexError, KeyError, struct.error) as exc:
+                if problems is not None:
+                    problems.append(f"{p.name}: animation {anim.get('name', k)!r} channel to "
+                                    f"node {tgt.get('node')}: {type(exc).__name__} {exc}")
+                continue
+            if not times or len(times) != len(vals):
+                continue
             chans.append(Channel(name, tgt["path"], times, vals))
         if chans:
             name = anim.get("name", f"clip{k}")

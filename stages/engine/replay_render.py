@@ -375,7 +375,8 @@ class ReplayRenderer:
         for c in self.char_copies:
             c.removeNode()
         self.char_copies, self.char_posers = [], []
-        clips = read_gltf_clips(model_path) if model_path.lower().endswith(
+        self.clip_problems: list[str] = []
+        clips = read_gltf_clips(model_path, self.clip_problems) if model_path.lower().endswith(
             (".glb", ".gltf")) else {}
         for k in range(self.T + 1):
             holder = self.scene.attachNewNode(f"character_{k}")

@@ -1,0 +1,144 @@
+"""Stage II speed and memory: five-view output seconds per wall second, five-view minutes per
+GPU-hour, encoder frames/s, peak RSS of the rendering processes.
+
+Run: .venv/bin/python tests/benchmarks/bench_render.py [--preset 720p] [--spatial 1,8]
+         [--frames 300] [--procs 1] [--level UrbanBlocks/Downtown] [--encoder-only]
+
+It builds the sample library (without the wheel assets) and Stage I trajectories in a scratch
+folder, then runs ``--procs`` renderer processes side by side, each over its own trajectory
+(the way a node runs one renderer per slot), and prints one line per configuration. Figures are
+per machine: on a CPU machine the renderer is Mesa llvmpipe, on a GPU machine the NVIDIA driver.
+The paper's reference: 33 five-view minutes per node-hour of eight RTX 5090s under Unreal Engine
+(about 4.1 minutes per GPU-hour) — a different renderer with far heavier shading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from stages.config import RESOLUTION_PRESETS, load_params  # noqa: E402
+from stages.render import render_settings  # noqa: E402
+
+
+def encoder_bench(w: int, h: int, frames: int, tmp: Path) -> float:
+    from stages.media.video import EncodeSettings, VideoWriter
+
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 255, (h, w, 3), dtype=np.uint8)
+    wr = VideoWriter(tmp / "enc.mp4", w, h, 30, EncodeSettings())
+    t0 = time.perf_counter()
+    for i in range(frames):
+        wr.write(np.roll(base, i * 4, axis=1))
+    wr.close(frames)
+    return frames / (time.perf_counter() - t0)
+
+
+def make_trajectories(tmp: Path, level: str, n: int, frames: int) -> Path:
+    from stages.inventory import run_inventory
+    from stages.sample_library import build_sample_library
+    from stages.trajectories import run_trajectories
+
+    cfg = load_params(overrides=["sample_library.include_wheel_assets=false",
+                                 f"trajectories.per_level={n}", f"trajectories.frames={frames}",
+                                 f"trajectories.levels=[{level}]",
+                                 "trajectories.characters=[CharacterPack/Alex]"])
+    lib = tmp / "lib"
+    build_sample_library(lib, cfg.sample_library)
+    inv = run_inventory(lib, cfg.inventory, "overrides.yaml")
+    out = tmp / "traj"
+    fails = run_trajectories(cfg, inv.levels, inv.characters, lib, out, log=lambda *_: None)
+    if not fails.empty:
+        raise SystemExit(f"stage I failed: {fails.to_dict('records')}")
+    return out
+
+
+def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
+                 frames: int, tmp: Path, enc_threads: int) -> dict:
+    w, h = RESOLUTION_PRESETS[preset]
+    rcfg = load_params(overrides=[f"render.preset={preset}", "render.width=0", "render.height=0",
+                                  f"render.spatial_samples={spatial}",
+                                  "render.temporal_samples=1",
+                                  f"render.encoder_threads={enc_threads}"]).render
+    settings = render_settings(rcfg, 30)
+    lvl_dir = trajs / level.replace("/", "__")
+    insts = []
+    for p in range(procs):
+        inst = tmp / f"inst_{preset}_{spatial}_{p}"
+        shutil.rmtree(inst, ignore_errors=True)
+        inst.mkdir(parents=True)
+        (inst / "instance.json").write_text(json.dumps(
+            {"settings": settings, "base": os.getcwd(), "jobs": [
+                {"name": "traj_0000", "key": "0" * 16,
+                 "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
+        insts.append(inst)
+    t0 = time.perf_counter()
+    running = [subprocess.Popen([sys.executable, "-m", "stages.render", "worker", str(i)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+               for i in insts]
+    logs = [p.communicate()[0].decode(errors="replace") for p in running]
+    wall = time.perf_counter() - t0
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    for inst, log, p in zip(insts, logs, running, strict=True):
+        if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
+            raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
+    out_s = procs * frames / 30
+    return {"preset": preset, "width": w, "height": h, "spatial": spatial, "procs": procs,
+            "frames": frames, "wall_s": round(wall, 2),
+            "five_view_frames_per_s": round(procs * frames / wall, 2),
+            "output_s_per_wall_s": round(out_s / wall, 3),
+            "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
+            "peak_rss_mib": round(peak_kb / 1024, 1), "log": logs[0].strip().splitlines()[-1]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="720p")
+    ap.add_argument("--spatial", default="1,8")
+    ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--procs", default="1")
+    ap.add_argument("--level", default="UrbanBlocks/Downtown")
+    ap.add_argument("--encoder-threads", type=int, default=2)
+    ap.add_argument("--encoder-only", action="store_true")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-"))
+    results = []
+    w, h = RESOLUTION_PRESETS[args.preset]
+    fps = encoder_bench(w, h, 240, tmp)
+    print(f"encoder: libx264 veryfast {w}x{h}: {fps:.0f} frames/s (one stream, "
+          f"{os.cpu_count()} cores)", flush=True)
+    results.append({"encoder_fps": round(fps, 1), "width": w, "height": h})
+    if not args.encoder_only:
+        procs = [int(p) for p in args.procs.split(",")]
+        trajs = make_trajectories(tmp, args.level, max(procs), args.frames)
+        for p in procs:
+            for s in (int(x) for x in args.spatial.split(",")):
+                r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
+                                 args.encoder_threads)
+                results.append(r)
+                print(f"render {r['preset']} x{s} spatial, {p} process(es): "
+                      f"{r['five_view_frames_per_s']} five-view frames/s, "
+                      f"{r['output_s_per_wall_s']} output s per wall s, "
+                      f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, "
+                      f"peak RSS {r['peak_rss_mib']} MiB per process", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
