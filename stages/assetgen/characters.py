@@ -105,8 +105,8 @@ def drone(seed: int, tex: int) -> bytes:
     g.node("hull", mesh=g.mesh("hull", box(0.5, 0.5, 0.18, 0.3), m), parent=root)
     rotors = []
     for i, (x, y) in enumerate([(0.3, 0.3), (0.3, -0.3), (-0.3, 0.3), (-0.3, -0.3)]):
-        rotors.append(g.node(f"rotor_{i}", mesh=g.mesh(f"rotor_{i}_m", cylinder(0.14, 0.03, 10, 0.3), m),
-               translation=(x, y, 0.18), parent=root))
+        mesh = g.mesh(f"rotor_{i}_m", cylinder(0.14, 0.03, 10, 0.3), m)
+        rotors.append(g.node(f"rotor_{i}", mesh=mesh, translation=(x, y, 0.18), parent=root))
     times = np.linspace(0, 0.2, 5)
     g.animation("hover", [(rotors[i], times, np.array([_axis_angle_y_up((0, 0, 1), 90.0 * k)
                                                     for k in range(5)])) for i in range(4)])
