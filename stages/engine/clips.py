@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.replay import slerp
+
 _COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4}
 _FMT = {5126: ("f", 4), 5123: ("H", 2), 5125: ("I", 4), 5121: ("B", 1)}
 
@@ -40,7 +42,7 @@ class Channel:
         a, b = self.values[i - 1], self.values[i]
         u = 0.0 if t1 <= t0 else (t - t0) / (t1 - t0)
         if self.path == "rotation":
-            return _slerp(a, b, u)
+            return slerp(a, b, u)
         return tuple(x + (y - x) * u for x, y in zip(a, b, strict=True))
 
 
@@ -49,21 +51,6 @@ class Clip:
     name: str
     duration: float
     channels: list[Channel]
-
-
-def _slerp(a: tuple[float, ...], b: tuple[float, ...], u: float) -> tuple[float, ...]:
-    d = sum(x * y for x, y in zip(a, b, strict=True))
-    if d < 0:
-        b, d = tuple(-x for x in b), -d
-    if d > 0.9995:
-        r = tuple(x + (y - x) * u for x, y in zip(a, b, strict=True))
-    else:
-        th = math.acos(min(1.0, d))
-        s = math.sin(th)
-        wa, wb = math.sin((1 - u) * th) / s, math.sin(u * th) / s
-        r = tuple(wa * x + wb * y for x, y in zip(a, b, strict=True))
-    n = math.sqrt(sum(x * x for x in r))
-    return tuple(x / n for x in r)
 
 
 def _read_gltf(path: Path) -> tuple[dict, bytes]:
