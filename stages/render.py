@@ -36,7 +36,7 @@ import pandas as pd
 
 from .config import ConfigError, RenderConfig, load_params
 from .core import replay
-from .core.trajectory import VIEWS, TrajectoryError, validate
+from .core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
 from .inventory import write_parquet
 
 PROGRESS = "progress.log"
@@ -44,6 +44,11 @@ COMPLETE = "COMPLETE"
 RECOVERED = "RECOVERED"
 EXTERNAL = ("back", "left", "right", "top")
 TRAJ_FILES = ("frames.parquet", "cameras.parquet")
+OPTIONAL_TRAJ_FILES = ("props.parquet",)  # contract v2; absent in v1 trajectories
+
+
+def traj_files(traj_dir: Path) -> tuple[str, ...]:
+    return TRAJ_FILES + tuple(f for f in OPTIONAL_TRAJ_FILES if (traj_dir / f).is_file())
 FAIL_COLUMNS = ["level_id", "trajectory", "reason", "detail", "instance"]
 
 
@@ -71,7 +76,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
 def render_key(traj_dir: Path, settings: dict) -> str:
     """Identity of one render: the trajectory's bytes and the settings that shape the output."""
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    for name in (*TRAJ_FILES, "meta.json"):
+    for name in (*traj_files(traj_dir), "meta.json"):
         h.update(sha256_file(traj_dir / name).encode())
     return h.hexdigest()[:16]
 
@@ -169,19 +174,41 @@ def _resolve(p: str, base: Path) -> Path:
     return q if q.is_absolute() else base / q
 
 
-def _load_traj(traj_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def _load_traj(traj_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict, pd.DataFrame]:
     try:
         frames = pd.read_parquet(traj_dir / "frames.parquet")
         cams = pd.read_parquet(traj_dir / "cameras.parquet")
         meta = json.loads((traj_dir / "meta.json").read_text())
+        pp = traj_dir / "props.parquet"
+        props = (pd.read_parquet(pp) if pp.is_file() else
+                 pd.DataFrame({c: [] for c in PROP_COLUMNS}))
     except (OSError, ValueError) as exc:
         raise _Fail("invalid_trajectory", f"{traj_dir}: {exc}") from None
     try:
         validate({str(c): frames[c].tolist() for c in frames},
                  {str(c): cams[c].tolist() for c in cams}, meta)
+        validate_props({str(c): props[c].tolist() for c in props}, len(frames))
     except TrajectoryError as exc:
         raise _Fail("invalid_trajectory", f"{traj_dir}/{exc}") from None
-    return frames, cams, meta
+    return frames, cams, meta, props
+
+
+def prop_table(props: pd.DataFrame, names: list[str], n: int
+               ) -> list[list[tuple[tuple[float, float, float], tuple[float, ...]]]] | None:
+    """Per frame, per prop of the loaded level: (pos, quat). None when nothing was recorded
+    (a v1 trajectory). The recorded props must be the level's dynamic props, in order."""
+    if props.empty:
+        return None
+    rec = props.drop_duplicates("prop_index").sort_values("prop_index")
+    got = [str(x) for x in rec["prop"]]
+    if got != names:
+        raise _Fail("invalid_trajectory", f"props.parquet: props {got} do not match the "
+                    f"level's dynamic props {names}")
+    props = props.sort_values(["frame", "prop_index"])
+    pos = props[["pos_x", "pos_y", "pos_z"]].to_numpy().reshape(n, len(names), 3)
+    rot = props[["rot_w", "rot_x", "rot_y", "rot_z"]].to_numpy().reshape(n, len(names), 4)
+    return [[(tuple(pos[f, k]), tuple(rot[f, k])) for k in range(len(names))]
+            for f in range(n)]
 
 
 class InstanceRenderer:
@@ -194,6 +221,7 @@ class InstanceRenderer:
         self.level_key: str | None = None
         self.level_report: dict = {}
         self.char_key: str | None = None
+        self.encoder: Any = None
 
     def _renderer(self) -> Any:
         if self.r is None:
@@ -227,6 +255,7 @@ class InstanceRenderer:
         r.warmup(self.s["warmup_frames"])
         self.level_report = {"removed": rep.removed, "textures": rep.textures,
                              "textures_full_res": rep.textures_full_res, "lights": rep.lights,
+                             "dynamic_props": rep.props,
                              "warmup_frames": self.s["warmup_frames"]}
         self.level_key = key
 
@@ -253,11 +282,12 @@ class InstanceRenderer:
     def render(self, traj_dir: Path, name: str, key: str) -> dict:
         from .media.video import AsyncEncoder, EncodeSettings, VideoWriter, tile_preview
 
-        frames, cams, meta = _load_traj(traj_dir)
+        frames, cams, meta, props = _load_traj(traj_dir)
         self._renderer()
         self._ensure_level(meta)
         self._ensure_character(meta)
         r = self.r
+        ptab = prop_table(props, r.prop_names, len(frames))
         fps = int(meta["fps"])
         n = len(frames)
         fcols = {str(c): frames[c].tolist() for c in frames}
@@ -284,7 +314,7 @@ class InstanceRenderer:
                 pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
                 writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, enc)
             gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,
-                                AsyncEncoder)
+                                AsyncEncoder, ptab)
             for w in writers.values():
                 w.close(n)
         except _Fail:
@@ -312,7 +342,7 @@ class InstanceRenderer:
     def _publish(self, traj_dir: Path, out: Path, name: str, key: str, n: int, fps: int,
                  enc: Any, names: list[str], views: dict, gate: dict, meta: dict) -> dict:
         W, H = self.s["width"], self.s["height"]
-        for f in TRAJ_FILES:
+        for f in traj_files(traj_dir):
             shutil.copyfile(traj_dir / f, out / f)
         shutil.copyfile(traj_dir / "meta.json", out / "trajectory.json")
         files = sorted(p.name for p in out.iterdir() if p.is_file())
@@ -331,8 +361,8 @@ class InstanceRenderer:
         os.replace(tmp, out / "meta.json")
         return rmeta
 
-    def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder
-                ) -> dict:
+    def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
+                ptab=None) -> dict:
         from .engine.replay_render import CharacterPose, SamplePose, ViewPose, temporal_offsets
 
         r = self.r
@@ -346,7 +376,10 @@ class InstanceRenderer:
         max_err = 0.0
         dz = -r.model_min_z * float(rows[0]["scale_z"])
         fps = int(meta["fps"])
-        encoder = AsyncEncoder(writers, depth=4)
+        derived = ({"preview": lambda imgs: tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
+                   if "preview" in writers else {})
+        encoder = AsyncEncoder(writers, depth=self.s.get("queue_depth", 4), derived=derived)
+        self.encoder = encoder
         try:
             for f in range(len(rows)):
                 samples = []
@@ -364,6 +397,8 @@ class InstanceRenderer:
                                    {v: ViewPose(*(lambda p: (p["pos"], p["quat"], p["fov_deg"]))(
                                        replay.camera_pose(views[v], f, 0.0, segs)))
                                     for v in VIEWS})
+                if ptab is not None:
+                    r.place_props(ptab[f])
                 colors, masks, placed = r.render(samples, exact, dz)
                 # gate 1: the transforms in the scene graph are the recorded ones
                 rec = rows[f]
@@ -375,6 +410,11 @@ class InstanceRenderer:
                     pc = placed[v]
                     err = max(err, abs(pc[0] - cr["pos_x"]), abs(pc[1] - cr["pos_y"]),
                               abs(pc[2] - cr["pos_z"]))
+                if ptab is not None:
+                    for (pp, pq), (gp, gq) in zip(ptab[f], placed["props"], strict=True):
+                        err = max(err, *(abs(a - b) for a, b in zip(pp, gp, strict=True)),
+                                  min(max(abs(a - b) for a, b in zip(pq, gq, strict=True)),
+                                      max(abs(a + b) for a, b in zip(pq, gq, strict=True))))
                 max_err = max(max_err, err)
                 # gate 2: the recorded position projects onto the rendered character
                 target = (rec["pos_x"], rec["pos_y"], rec["pos_z"] + 0.5 * vh)
@@ -392,14 +432,12 @@ class InstanceRenderer:
                     win = m[max(0, mv - rad): mv + rad + 1, max(0, mu - rad): mu + rad + 1]
                     if win.any():
                         aligned[v] += 1
-                imgs = dict(colors)
-                if "preview" in writers:
-                    imgs["preview"] = tile_preview(colors, VIEWS)
-                encoder.put(imgs)
+                encoder.put(colors)
         finally:
             encoder.finish()
         tot_in, tot_ok = sum(in_view.values()), sum(aligned.values())
         return {"in_view_frames": in_view, "aligned_frames": aligned,
+                "props_replayed": len(r.prop_names) if ptab is not None else 0,
                 "aligned_fraction": (tot_ok / tot_in) if tot_in else 1.0,
                 "transform_max_err": max_err}
 
@@ -441,9 +479,13 @@ def worker(inst: Path) -> int:
             f.flush()
             os.fsync(f.fileno())
         dt = time.perf_counter() - t0
+        enc = ir.encoder
+        busiest = max(enc.busy_s.values()) if enc is not None else 0.0
         print(f"render: {name}: {rmeta['frame_count']} frames x {len(VIEWS)} views in "
               f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s), aligned "
-              f"{rmeta['alignment']['aligned_fraction']:.3f}", flush=True)
+              f"{rmeta['alignment']['aligned_fraction']:.3f}, render thread waited "
+              f"{enc.wait_s if enc else 0:.1f} s on encoders, busiest encoder {busiest:.1f} s",
+              flush=True)
     ir.close()
     (inst / COMPLETE).write_text(json.dumps({"jobs": len(spec["jobs"])}) + "\n")
     return 0

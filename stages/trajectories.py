@@ -24,7 +24,14 @@ import pandas as pd
 from .config import ConfigError, WmforgeConfig, load_params
 from .core.engine_types import CharacterSpec
 from .core.stage1 import Stage1Controller, TrajectoryResult
-from .core.trajectory import CAMERA_COLUMNS, FRAME_COLUMNS, validate
+from .core.trajectory import (
+    CAMERA_COLUMNS,
+    FRAME_COLUMNS,
+    PROP_COLUMNS,
+    SCHEMA_VERSION,
+    validate,
+    validate_props,
+)
 from .engine.base import make_engine
 from .inventory import write_parquet
 
@@ -68,15 +75,18 @@ def write_trajectory(res: TrajectoryResult, out_dir: Path) -> None:
     """Write frames/cameras Parquet and meta.json atomically (tmp dir, then rename)."""
     frames = _frames_df(res.frames, FRAME_COLUMNS)
     cams = _frames_df(res.cameras, CAMERA_COLUMNS)
+    props = _frames_df(res.props, PROP_COLUMNS)
     validate({str(c): frames[c].tolist() for c in frames},
              {str(c): cams[c].tolist() for c in cams},
              res.meta)
+    validate_props({str(c): props[c].tolist() for c in props}, len(frames))
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     write_parquet(frames, tmp / "frames.parquet")
     write_parquet(cams, tmp / "cameras.parquet")
+    write_parquet(props, tmp / "props.parquet")
     (tmp / "meta.json").write_text(json.dumps(res.meta, indent=1, sort_keys=True) + "\n")
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -91,7 +101,8 @@ def is_complete(out_dir: Path, chash: str) -> bool:
         m = json.loads(meta.read_text())
     except json.JSONDecodeError:
         return False
-    return m.get("config_hash") == chash
+    return (m.get("config_hash") == chash and m.get("schema_version") == SCHEMA_VERSION
+            and (out_dir / "props.parquet").is_file())
 
 
 def run_trajectories(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame,

@@ -100,6 +100,7 @@ class TrajectoryResult:
     meta: dict
     failure: str | None = None
     detail: str = ""
+    props: list[dict] = field(default_factory=list)
 
 
 class Stage1Controller:
@@ -169,6 +170,7 @@ class Stage1Controller:
         self.rng = random.Random(f"{self.seed}:{self.level_id}:{idx}")
         self.char = self.characters[self.rng.randrange(len(self.characters))]
         self.frames: list[dict] = []
+        self.props: list[dict] = []
         self.segment = 0
         self.attempts = 0
         self.failure: tuple[str, str] | None = None
@@ -359,6 +361,11 @@ class Stage1Controller:
             "segment": self.segment, "event": self._event,
         })
         self._event = "none"
+        props = getattr(self.engine, "prop_transforms", None)
+        for k, (name, pos, q) in enumerate(props() if props else []):
+            self.props.append({"frame": f, "prop_index": k, "prop": name,
+                               "pos_x": pos[0], "pos_y": pos[1], "pos_z": pos[2],
+                               "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3]})
 
     def _on_exit_runtime(self) -> None:
         self.state = "cameras"
@@ -392,5 +399,6 @@ class Stage1Controller:
             yaws = [f["yaw_deg"] if self.acfg.coordinates == "character" else f["ref_yaw_deg"]
                     for f in self.frames]
             cams = compute_tracks(positions, yaws, self.char.visual_height, self.rig, ray)
-            self.results.append(TrajectoryResult(idx, self.frames, cams, meta))
+            self.results.append(TrajectoryResult(idx, self.frames, cams, meta,
+                                                 props=self.props))
         self.state = "next"

@@ -1,4 +1,4 @@
-"""Trajectory contract v1 (DESIGN §3): the only input of Stage II. Every column and its unit is
+"""Trajectory contract v2 (DESIGN §3): the only input of Stage II. Every column and its unit is
 written down here, once. Standard library only.
 
 World frame: right-handed, Z up, metres, seconds; yaw counter-clockwise about +Z from +X, degrees;
@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 from .actions import ACTIONS, NON_FORWARD
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# v1 → v2: adds props.parquet (the pushed props' transforms per frame). A v1 trajectory is still
+# read: it has no props.parquet and its props are drawn where the level placed them.
+READABLE_SCHEMAS = (1, 2)
 VIEWS = ("back", "left", "right", "top", "fp")
 EVENTS = ("none", "spawn", "escape", "respawn")
 
@@ -65,6 +68,21 @@ CAMERA_COLUMNS: dict[str, tuple[str, str]] = {
     "boom_desired_m": ("float", "m, distance before occlusion"),
     "occluded": ("bool", "the ray to the desired position hit geometry"),
 }
+# props.parquet: one row per (frame, dynamic prop) while the level has any; zero rows otherwise.
+# A prop is the pivot at the centre of its bounds when the level loaded (identity rotation);
+# the transform is world-from-pivot.
+PROP_COLUMNS: dict[str, tuple[str, str]] = {
+    "frame": ("int", "frame index"),
+    "prop_index": ("int", "order of the prop among the level's dynamic nodes (depth-first)"),
+    "prop": ("str", "node name of the prop in the level file"),
+    "pos_x": ("float", "m, pivot (bounds centre at load), world"),
+    "pos_y": ("float", "m"),
+    "pos_z": ("float", "m"),
+    "rot_w": ("float", "unit quaternion world-from-pivot"),
+    "rot_x": ("float", "quaternion x"),
+    "rot_y": ("float", "quaternion y"),
+    "rot_z": ("float", "quaternion z"),
+}
 META_KEYS = ("schema_version", "level_id", "character_id", "seed", "fps", "frame_count",
              "engine", "engine_version", "config", "action_stats")
 
@@ -114,9 +132,9 @@ def validate(frames: dict[str, Sequence], cameras: dict[str, Sequence], meta: di
     for k in META_KEYS:
         if k not in meta:
             raise TrajectoryError(f"meta.json: missing key '{k}'")
-    if meta["schema_version"] != SCHEMA_VERSION:
+    if meta["schema_version"] not in READABLE_SCHEMAS:
         raise TrajectoryError(f"meta.json: schema_version {meta['schema_version']}, "
-                              f"expected {SCHEMA_VERSION}")
+                              f"expected one of {READABLE_SCHEMAS}")
     if meta["frame_count"] != n:
         raise TrajectoryError(f"meta.json: frame_count {meta['frame_count']} but frames.parquet "
                               f"has {n} rows")
@@ -156,3 +174,23 @@ def action_stats(actions: Sequence[str]) -> dict:
 def yaw_quat(yaw_deg: float) -> tuple[float, float, float, float]:
     h = math.radians(yaw_deg) / 2
     return (math.cos(h), 0.0, 0.0, math.sin(h))
+
+
+def validate_props(props: dict[str, Sequence], n_frames: int) -> int:
+    """Check props.parquet; returns the number of props per frame."""
+    m = _check_table("props.parquet", props, PROP_COLUMNS)
+    if m == 0:
+        return 0
+    count = len(set(props["prop_index"]))
+    if m != count * n_frames:
+        raise TrajectoryError(f"props.parquet: {m} rows, expected {n_frames} frames x {count} "
+                              "props")
+    for i, f in enumerate(props["frame"]):
+        if not 0 <= f < n_frames:
+            raise TrajectoryError(f"props.parquet: column 'frame' row {i}: {f} outside "
+                                  f"0..{n_frames - 1}")
+    for i in range(m):
+        q = [props[c][i] for c in ("rot_w", "rot_x", "rot_y", "rot_z")]
+        if abs(math.sqrt(sum(v * v for v in q)) - 1) > 1e-4:
+            raise TrajectoryError(f"props.parquet: rotation row {i} is not a unit quaternion")
+    return count

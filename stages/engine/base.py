@@ -41,6 +41,11 @@ class Engine(Protocol):
         """Closest static-geometry hit on the segment, or None."""
         ...
 
+    def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
+        """(name, pivot position, quaternion w x y z) per dynamic prop, recorded each frame so
+        Stage II can replay pushed props (trajectory contract v2, props.parquet)."""
+        ...
+
     def render_view(self, frame: dict, camera: dict) -> Any:
         """Stage II: render one replayed camera frame (an HxWx3 uint8 array)."""
         ...

@@ -423,6 +423,17 @@ class EmbeddedEngine:
     def prop_positions(self) -> dict[str, Vec3]:
         return {p.getName(): tuple(p.getPos(self.render)) for p in self._props}
 
+    def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
+        """(name, pivot position, world-from-pivot quaternion w x y z) of each dynamic prop,
+        in the level's depth-first order; the pivot is the centre of the prop's bounds at load
+        with identity rotation (the same pivot Stage II rebuilds)."""
+        out = []
+        for p in self._props:
+            pos, q = p.getPos(self.render), p.getQuat(self.render)
+            out.append((p.getName().removeprefix("prop:"), (pos.x, pos.y, pos.z),
+                        (q.getR(), q.getI(), q.getJ(), q.getK())))
+        return out
+
     def close(self) -> None:
         self._unload_level()
 

@@ -123,6 +123,7 @@ class LevelReport:
     textures: int = 0
     textures_full_res: int = 0
     lights: int = 0
+    props: int = 0
 
 
 class ReplayRenderer:
@@ -209,6 +210,8 @@ class ReplayRenderer:
         self._build_resolve(aw, ah)
         self.level_np: Any = None
         self.char_copies: list[Any] = []
+        self.prop_pivots: list[Any] = []
+        self.prop_names: list[str] = []
         self.char_posers: list[Any] = []
         self.jitter = jitter_offsets(spatial)
 
@@ -331,6 +334,17 @@ class ReplayRenderer:
             assert isinstance(node, SequenceNode)
             node.pose(0)  # a flip-book that plays by itself: hold its first frame
             rep.removed.append(f"autoplay:{seq.getName()}")
+        # pushable props: a pivot at the centre of each one's bounds, as Stage I built them, so
+        # the recorded world-from-pivot transforms place them exactly
+        self.prop_pivots = []
+        for prop in model.findAllMatches("**/=dynamic"):
+            lo, hi = prop.getTightBounds(self.scene)
+            pivot = model.attachNewNode(f"pivot:{prop.getName()}")
+            pivot.setPos(self.scene, (lo + hi) * 0.5)
+            prop.wrtReparentTo(pivot)
+            self.prop_pivots.append(pivot)
+        self.prop_names = [p.getName().removeprefix("pivot:") for p in self.prop_pivots]
+        rep.props = len(self.prop_pivots)
         for tag in ("autoplay", "animated"):
             for n in model.findAllMatches(f"**/={tag}"):
                 rep.removed.append(f"{tag}:{n.getName()}")
@@ -438,6 +452,13 @@ class ReplayRenderer:
         masks = {v: mask[:, i * mw:(i + 1) * mw, 0] > 127 for i, v in enumerate(VIEWS)}
         return colors, masks, self.placed(exact)
 
+    def place_props(self, transforms: list[tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
+        """World-from-pivot (pos, quat w x y z) for each prop, in ``prop_names`` order."""
+        from panda3d.core import LQuaternionf
+
+        for pivot, (pos, q) in zip(self.prop_pivots, transforms, strict=True):
+            pivot.setPosQuat(self.scene, pos, LQuaternionf(*q))
+
     def placed(self, exact: SamplePose) -> dict:
         """The transforms Panda3D holds for the exact pose (read back from the scene graph)."""
         ch = self.char_copies[self.T]
@@ -445,6 +466,11 @@ class ReplayRenderer:
         quat = (q.getR(), q.getI(), q.getJ(), q.getK())
         out: dict[str, Any] = {"character": {"pos": (p.x, p.y, p.z), "quat": quat,
                                              "scale": (s.x, s.y, s.z)}}
+        props = []
+        for pivot in self.prop_pivots:
+            pp, pq = pivot.getPos(self.scene), pivot.getQuat(self.scene)
+            props.append(((pp.x, pp.y, pp.z), (pq.getR(), pq.getI(), pq.getJ(), pq.getK())))
+        out["props"] = props
         for view, np_ in self.mask_cams.items():
             cp = np_.getPos()
             out[view] = (cp.x, cp.y, cp.z)

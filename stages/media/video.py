@@ -101,42 +101,58 @@ def read_frames(path: Path) -> list[np.ndarray]:
 
 
 class AsyncEncoder:
-    """Encodes in a worker thread behind a bounded queue, so the renderer never waits on the
-    encoder (and memory is bounded by ``depth`` frames)."""
+    """One encoder thread per stream, each behind its own bounded queue, so the renderer never
+    waits on an encoder and the streams encode in parallel (x264 and swscale release the GIL).
+    Memory is bounded by ``depth`` frames per stream.
 
-    def __init__(self, writers: dict[str, Any], depth: int = 4):
+    ``derived`` maps a stream name to a function of the frame's images that makes its picture
+    (the tiled preview), so that work also runs off the render thread."""
+
+    def __init__(self, writers: dict[str, Any], depth: int = 4,
+                 derived: dict[str, Any] | None = None):
         self.writers = writers
-        self.q: queue.Queue = queue.Queue(maxsize=depth)
+        self.derived = derived or {}
         self.error: BaseException | None = None
-        self.busy_s = 0.0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self.busy_s: dict[str, float] = {name: 0.0 for name in writers}
+        self.wait_s = 0.0  # time the render thread spent blocked on a full queue
+        self.queues: dict[str, queue.Queue] = {n: queue.Queue(maxsize=depth) for n in writers}
+        self.threads = [threading.Thread(target=self._run, args=(n,), daemon=True,
+                                         name=f"encode-{n}") for n in writers]
+        for t in self.threads:
+            t.start()
 
-    def _run(self) -> None:
+    def _run(self, name: str) -> None:
         import time
 
+        q, w, fn = self.queues[name], self.writers[name], self.derived.get(name)
         while True:
-            item = self.q.get()
+            item = q.get()
             if item is None:
                 return
             if self.error is not None:
                 continue
             t0 = time.perf_counter()
             try:
-                for name, img in item.items():
-                    self.writers[name].write(img)
+                w.write(fn(item) if fn is not None else item[name])
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
                 self.error = exc
-            self.busy_s += time.perf_counter() - t0
+            self.busy_s[name] += time.perf_counter() - t0
 
     def put(self, images: dict[str, np.ndarray]) -> None:
+        import time
+
         if self.error is not None:
             raise self.error
-        self.q.put(images)
+        t0 = time.perf_counter()
+        for q in self.queues.values():
+            q.put(images)
+        self.wait_s += time.perf_counter() - t0
 
     def finish(self) -> None:
-        self.q.put(None)
-        self.thread.join()
+        for q in self.queues.values():
+            q.put(None)
+        for t in self.threads:
+            t.join()
         if self.error is not None:
             raise self.error
 

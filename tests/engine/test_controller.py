@@ -97,6 +97,10 @@ def test_crate_is_pushed(engine):
     walk(engine, (1.0, 0.0), 90)
     after = engine.prop_positions()["prop:Crate"]
     assert after[0] - before[0] > 1.0
+    # what Stage I records for Stage II: the same pivot, by the prop's own name
+    (name, pos, quat), = [t for t in engine.prop_transforms() if t[0] == "Crate"]
+    assert pos == pytest.approx(after, abs=1e-6)
+    assert sum(c * c for c in quat) == pytest.approx(1.0, abs=1e-5)
 
 
 def test_idle_on_slope_does_not_drift(engine):
