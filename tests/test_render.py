@@ -341,3 +341,64 @@ def test_pushed_props_are_recorded_and_replayed_where_stage1_put_them(trajs, tmp
     assert diff.mean() > 20, diff.mean()  # the crate fills the middle of every back frame
     # a prop 1.2 m in front of the back camera is far from the top camera's centre of view
     assert np.abs(out["orig"]["top"].astype(int) - out["moved"]["top"]).mean() < diff.mean()
+
+
+def test_level_cameras_and_self_playing_animations_are_removed_and_reported(trajs, tmp_path):
+    """A level file that carries its own camera (beside its sun, which Panda3D also types as a
+    camera and which must survive), an animation bundle, a self-playing flip-book
+    and an autoplay tag (as exported levels do): Stage II strips or freezes each one, says so
+    in meta.json, and renders."""
+    import shutil
+
+    from panda3d.core import (
+        AnimBundle,
+        AnimBundleNode,
+        Camera,
+        NodePath,
+        PerspectiveLens,
+        SequenceNode,
+    )
+
+    from stages.engine.embedded import load_model
+
+    src = trajs / "NatureValley__AlpineMeadow" / "traj_0000"
+    meta = json.loads((src / "meta.json").read_text())
+    level = load_model(meta["level"]["path"])
+    level.flattenLight()
+    root = NodePath("ExportedLevel")
+    level.reparentTo(root)
+    root.attachNewNode(Camera("EditorCam", PerspectiveLens())).setPos(0, -30, 10)
+    root.attachNewNode(AnimBundleNode("IntroFlythrough", AnimBundle("IntroFlythrough", 30, 90)))
+    seq = SequenceNode("TorchFlicker")
+    seq.setFrameRate(12)
+    flick = root.attachNewNode(seq)
+    for i in range(3):
+        NodePath("flame").copyTo(flick).setZ(i)
+    seq.loop(True)
+    root.attachNewNode("Windmill").setTag("autoplay", "1")
+    bam = tmp_path / "ExportedLevel.bam"
+    assert root.writeBamFile(str(bam))
+
+    tdir = tmp_path / "traj" / "traj_0000"
+    shutil.copytree(src, tdir)
+    meta["level"] = {"path": str(bam), "scale": 1.0, "up_axis": "Z"}
+    (tdir / "meta.json").write_text(json.dumps(meta))
+    inst = tmp_path / "inst"
+    inst.mkdir()
+    settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)
+    ir = InstanceRenderer(inst, settings, "p3headlessgl", Path.cwd())
+    rmeta = ir.render(tdir, "traj_0000", "k" * 16)
+    loaded = ir.r.level_np
+    cams = [c.getName() for c in loaded.findAllMatches("**/+Camera")]
+    assert cams == ["Sun"]  # the level's sun is a light (a Camera subclass): it stays
+    assert rmeta["level"]["lights"] >= 1
+    assert loaded.findAllMatches("**/+AnimBundleNode").getNumPaths() == 0
+    frozen = loaded.find("**/+SequenceNode").node()
+    assert not frozen.isPlaying() and frozen.getFrame() == 0
+    ir.close()
+    assert sorted(rmeta["level"]["removed"]) == [
+        "animation:IntroFlythrough", "autoplay:TorchFlicker", "autoplay:Windmill",
+        "camera:EditorCam"]
+    on_disk = json.loads((inst / "traj_0000" / "meta.json").read_text())
+    assert on_disk["level"]["removed"] == rmeta["level"]["removed"]
+    assert len(read_frames(inst / "traj_0000" / "back.mp4")) == FRAMES

@@ -128,7 +128,7 @@ class EmbeddedEngine:
             BulletTriangleMesh,
             BulletTriangleMeshShape,
         )
-        from panda3d.core import GeomNode
+        from panda3d.core import GeomNode, LightLensNode
 
         self._unload_level()
         model = self.load_model(path, scale, up_axis)
@@ -138,6 +138,8 @@ class EmbeddedEngine:
         info = LevelInfo(level_id=level_id, bounds_min=(0, 0, 0), bounds_max=(0, 0, 0))
         removed = []
         for cam in model.findAllMatches("**/+Camera"):
+            if cam.node().isOfType(LightLensNode.getClassType()):
+                continue  # a directional or spot light is a Camera subclass (shadow lens)
             removed.append(f"camera:{cam.getName()}")
             cam.removeNode()
         dynamic = list(model.findAllMatches("**/=dynamic"))

@@ -314,6 +314,7 @@ class ReplayRenderer:
             AmbientLight,
             BitMask32,
             DirectionalLight,
+            LightLensNode,
             SequenceNode,
         )
 
@@ -324,6 +325,8 @@ class ReplayRenderer:
         model.reparentTo(self.scene)
         self.level_np = model
         for cam in model.findAllMatches("**/+Camera"):
+            if cam.node().isOfType(LightLensNode.getClassType()):
+                continue  # a directional or spot light is a Camera subclass (shadow lens)
             rep.removed.append(f"camera:{cam.getName()}")
             cam.removeNode()
         for anim in model.findAllMatches("**/+AnimBundleNode"):
