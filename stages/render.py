@@ -480,11 +480,11 @@ def worker(inst: Path) -> int:
             os.fsync(f.fileno())
         dt = time.perf_counter() - t0
         enc = ir.encoder
-        busiest = max(enc.busy_s.values()) if enc is not None else 0.0
+        busy = " ".join(f"{k}={v:.1f}" for k, v in (enc.busy_s.items() if enc else ()))
         print(f"render: {name}: {rmeta['frame_count']} frames x {len(VIEWS)} views in "
               f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s), aligned "
               f"{rmeta['alignment']['aligned_fraction']:.3f}, render thread waited "
-              f"{enc.wait_s if enc else 0:.1f} s on encoders, busiest encoder {busiest:.1f} s",
+              f"{enc.wait_s if enc else 0:.1f} s on encoders, encoder busy s: {busy}",
               flush=True)
     ir.close()
     (inst / COMPLETE).write_text(json.dumps({"jobs": len(spec["jobs"])}) + "\n")
