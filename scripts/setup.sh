@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything wmforge needs on a fresh Debian machine: the Debian packages for headless
-# GL (EGL + Mesa), a virtual environment in .venv, and the Python packages (pyproject.toml).
+# GL (EGL + Mesa) and Chromium (the viewer's browser tests), a virtual environment in .venv, and
+# the Python packages (pyproject.toml).
 # Idempotent: re-running skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-DEB_PKGS="libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1"
+DEB_PKGS="libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1 chromium fonts-dejavu-core"
 missing=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

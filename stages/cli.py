@@ -59,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         "lint": cmd_lint,
         "sample-library": lambda a: _stage_main("sample_library", a),
         "inventory": lambda a: _stage_main("inventory", a),
+        "view": lambda a: _stage_main("viewer.server", a),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
               "  params          compose conf/ into params.yaml (--check to verify)\n"
               "  lint            ruff + mypy on stages/\n"
               "  sample-library  write the bundled sample asset library\n"
-              "  inventory       scan an asset library → levels/characters.parquet")
+              "  inventory       scan an asset library → levels/characters.parquet\n"
+              "  view            serve a page to inspect one rendered trajectory")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

@@ -121,6 +121,10 @@ class RenderConfig:
     gop_s: float = 1.0
     # write the tiled five-view preview MP4 (never scored)
     preview: bool = True
+    # the preview is for eyes only (never scored): a faster x264 preset and more threads so its
+    # 1.5x-a-view picture never becomes the stream that holds the renderer back
+    preview_x264_preset: str = "ultrafast"
+    preview_encoder_threads: int = 4
     # frames queued between renderer and encoder (bounds memory)
     queue_depth: int = 4
     # alignment gate: mask resolution divisor, hit radius in mask px, minimum aligned share

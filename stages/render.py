@@ -69,6 +69,8 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
             "warmup_frames": rcfg.warmup_frames, "x264_preset": rcfg.x264_preset,
             "crf": rcfg.crf, "encoder_threads": rcfg.encoder_threads,
             "gop": max(1, round(rcfg.gop_s * fps)), "preview": rcfg.preview,
+            "preview_x264_preset": rcfg.preview_x264_preset,
+            "preview_encoder_threads": rcfg.preview_encoder_threads,
             "mask_scale": rcfg.mask_scale, "align_radius_px": rcfg.align_radius_px,
             "align_min": rcfg.align_min}
 
@@ -312,7 +314,10 @@ class InstanceRenderer:
                 writers[v] = VideoWriter(out / f"{v}.mp4", W, H, fps, enc)
             if self.s["preview"]:
                 pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
-                writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, enc)
+                penc = EncodeSettings(preset=self.s.get("preview_x264_preset", enc.preset),
+                                      crf=enc.crf, gop=enc.gop,
+                                      threads=self.s.get("preview_encoder_threads", enc.threads))
+                writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, penc)
             gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,
                                 AsyncEncoder, ptab)
             for w in writers.values():

@@ -18,3 +18,43 @@ def sample_library(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lib") / "sample"
     build_sample_library(out, SampleLibraryConfig())
     return out
+
+
+RENDER_FRAMES = 24
+
+
+def small_render_cfg(**kw):
+    """Stage II settings small enough for llvmpipe on two cores (192x108, 2x2 samples)."""
+    from stages.config import load_params
+
+    over = ["render.width=192", "render.height=108", "render.spatial_samples=2",
+            "render.temporal_samples=2", "render.mask_scale=1", "render.warmup_frames=2"]
+    return load_params(overrides=over + [f"render.{k}={v}" for k, v in kw.items()]).render
+
+
+@pytest.fixture(scope="session")
+def trajs(sample_library, tmp_path_factory) -> Path:
+    """Three short Stage I trajectories on AlpineMeadow with the humanoid Alex."""
+    from stages.config import load_params
+    from stages.inventory import run_inventory
+    from stages.trajectories import run_trajectories
+
+    cfg = load_params(overrides=[
+        "trajectories.per_level=3", f"trajectories.frames={RENDER_FRAMES}",
+        "trajectories.levels=[NatureValley/AlpineMeadow]",
+        "trajectories.characters=[CharacterPack/Alex]"])
+    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
+    out = tmp_path_factory.mktemp("traj")
+    fails = run_trajectories(cfg, inv.levels, inv.characters, sample_library, out)
+    assert fails.empty
+    return out
+
+
+@pytest.fixture(scope="session")
+def rendered(trajs, tmp_path_factory):
+    """Those trajectories rendered by the real Stage II: (root, index, failures)."""
+    from stages.render import run_render
+
+    root = tmp_path_factory.mktemp("renders")
+    index, fails = run_render(small_render_cfg(), trajs, root)
+    return root, index, fails

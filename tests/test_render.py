@@ -15,9 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stages.config import load_params
 from stages.core.trajectory import VIEWS
-from stages.inventory import run_inventory
 from stages.media.video import read_frames
 from stages.render import (
     COMPLETE,
@@ -28,36 +26,9 @@ from stages.render import (
     render_settings,
     run_render,
 )
-from stages.trajectories import run_trajectories
 
-FRAMES = 24
-
-
-def _rcfg(**kw):
-    over = ["render.width=192", "render.height=108", "render.spatial_samples=2",
-            "render.temporal_samples=2", "render.mask_scale=1", "render.warmup_frames=2"]
-    return load_params(overrides=over + [f"render.{k}={v}" for k, v in kw.items()]).render
-
-
-@pytest.fixture(scope="module")
-def trajs(sample_library, tmp_path_factory):
-    """Three short trajectories on AlpineMeadow with the humanoid Alex."""
-    cfg = load_params(overrides=[
-        "trajectories.per_level=3", f"trajectories.frames={FRAMES}",
-        "trajectories.levels=[NatureValley/AlpineMeadow]",
-        "trajectories.characters=[CharacterPack/Alex]"])
-    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
-    out = tmp_path_factory.mktemp("traj")
-    fails = run_trajectories(cfg, inv.levels, inv.characters, sample_library, out)
-    assert fails.empty
-    return out
-
-
-@pytest.fixture(scope="module")
-def rendered(trajs, tmp_path_factory):
-    root = tmp_path_factory.mktemp("renders")
-    index, fails = run_render(_rcfg(), trajs, root)
-    return root, index, fails
+from .conftest import RENDER_FRAMES as FRAMES
+from .conftest import small_render_cfg as _rcfg
 
 
 def _sha(p: Path) -> str:

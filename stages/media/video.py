@@ -178,14 +178,16 @@ def label_bitmap(text: str, height: int) -> np.ndarray:
 
 def tile_preview(views: dict[str, np.ndarray], order: tuple[str, ...]) -> np.ndarray:
     """3 x 2 grid of half-resolution views with labels; the sixth cell stays dark."""
+    from PIL import Image
+
     h, w = views[order[0]].shape[:2]
     hh, hw = h // 2 // 2 * 2, w // 2 // 2 * 2
     out = np.zeros((2 * hh, 3 * hw, 3), np.uint8)
     for i, name in enumerate(order):
         img = views[name]
-        a = img[: hh * 2, : hw * 2]
-        small = (a[0::2, 0::2].astype(np.uint16) + a[1::2, 0::2] + a[0::2, 1::2]
-                 + a[1::2, 1::2] + 2) >> 2  # 2x2 box filter
+        # 2x2 box filter in Pillow's C code (releases the GIL, unlike four numpy slices)
+        small = np.asarray(Image.fromarray(np.ascontiguousarray(img[: hh * 2, : hw * 2]))
+                           .reduce(2))
         r, c = divmod(i, 3)
         cell = out[r * hh:(r + 1) * hh, c * hw:(c + 1) * hw]
         cell[:] = small

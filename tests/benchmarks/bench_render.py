@@ -89,8 +89,31 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     running = [subprocess.Popen([sys.executable, "-m", "stages.render", "worker", str(i)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                for i in insts]
+    rss_timeline: list[tuple[float, float]] = []  # (s since start, MiB) of the first renderer
+
+    def sample_rss() -> None:
+        status = Path(f"/proc/{running[0].pid}/status")
+        while running[0].poll() is None:
+            try:
+                kb = next(int(x.split()[1]) for x in status.read_text().splitlines()
+                          if x.startswith("VmRSS:"))
+            except (OSError, StopIteration):
+                break
+            rss_timeline.append((time.perf_counter() - t0, kb / 1024))
+            time.sleep(0.5)
+
+    import threading
+
+    sampler = threading.Thread(target=sample_rss, daemon=True)
+    sampler.start()
     logs = [p.communicate()[0].decode(errors="replace") for p in running]
     wall = time.perf_counter() - t0
+    sampler.join()
+    # RSS at a quarter, half and the end of the run: flat memory means these stay level
+    marks = {}
+    for frac in (0.25, 0.5, 1.0):
+        pts = [m for t, m in rss_timeline if t <= frac * wall]
+        marks[f"rss_mib_at_{int(frac * 100)}pct"] = round(max(pts), 1) if pts else None
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     for inst, log, p in zip(insts, logs, running, strict=True):
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
@@ -101,7 +124,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
             "five_view_frames_per_s": round(procs * frames / wall, 2),
             "output_s_per_wall_s": round(out_s / wall, 3),
             "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
-            "peak_rss_mib": round(peak_kb / 1024, 1), "log": logs[0].strip().splitlines()[-1]}
+            "peak_rss_mib": round(peak_kb / 1024, 1), **marks,
+            "log": logs[0].strip().splitlines()[-1]}
 
 
 def main() -> None:
@@ -134,7 +158,10 @@ def main() -> None:
                       f"{r['five_view_frames_per_s']} five-view frames/s, "
                       f"{r['output_s_per_wall_s']} output s per wall s, "
                       f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, "
-                      f"peak RSS {r['peak_rss_mib']} MiB per process", flush=True)
+                      f"peak RSS {r['peak_rss_mib']} MiB per process (first renderer at "
+                      f"25/50/100% of the run: {r['rss_mib_at_25pct']} / "
+                      f"{r['rss_mib_at_50pct']} / {r['rss_mib_at_100pct']} MiB)", flush=True)
+                print(f"  first renderer: {r['log']}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     shutil.rmtree(tmp, ignore_errors=True)
