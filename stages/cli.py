@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         "sample-library": lambda a: _stage_main("sample_library", a),
         "inventory": lambda a: _stage_main("inventory", a),
         "view": lambda a: _stage_main("viewer.server", a),
+        "diff": lambda a: _stage_main("datasets.version_diff", a),
+        "caption": lambda a: _stage_main("caption", a),
+        "shard": lambda a: _stage_main("shard", a),
+        "lerobot": lambda a: _stage_main("lerobot_export", a),
+        "report": lambda a: _stage_main("report", a),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
@@ -67,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
               "  lint            ruff + mypy on stages/\n"
               "  sample-library  write the bundled sample asset library\n"
               "  inventory       scan an asset library → levels/characters.parquet\n"
-              "  view            serve a page to inspect one rendered trajectory")
+              "  view            serve a page to inspect one rendered trajectory\n"
+              "  caption, shard, lerobot, report   the dataset stages (also run by dvc repro)\n"
+              "  diff REV_A REV_B   what changed in the dataset between two git revisions")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

@@ -56,5 +56,9 @@ def rendered(trajs, tmp_path_factory):
     from stages.render import run_render
 
     root = tmp_path_factory.mktemp("renders")
+    from stages.inventory import write_parquet
+
     index, fails = run_render(small_render_cfg(), trajs, root)
+    write_parquet(index, root / "index.parquet")  # as the render stage's main() does
+    write_parquet(fails, root / "failures.parquet")
     return root, index, fails

@@ -195,3 +195,43 @@ def tile_preview(views: dict[str, np.ndarray], order: tuple[str, ...]) -> np.nda
         lh, lw = min(lab.shape[0], hh), min(lab.shape[1], hw)
         cell[:lh, :lw] = lab[:lh, :lw]
     return out
+
+
+def copy_clip(src: Path, dst: Path, start: int, count: int, fps: int) -> Path:
+    """Frames [start, start+count) of ``src`` into ``dst`` without re-encoding: packets are
+    copied and re-timed. ``start`` must be a keyframe (a GOP boundary: closed GOPs make the cut
+    exact). Verified to decode to ``count`` frames, written through a ``.part`` file."""
+    import av
+
+    dst = Path(dst)
+    part = dst.with_name(dst.name + ".part")
+    with av.open(str(src)) as inp:
+        ist = inp.streams.video[0]
+        tb = ist.time_base
+        assert tb is not None
+        per_frame = round(1 / (fps * tb))  # ticks per frame
+        off = start * per_frame
+        first = True
+        with av.open(str(part), "w", format="mp4", options={"fflags": "+bitexact"}) as out:
+            ost = out.add_stream_from_template(ist)
+            for pkt in inp.demux(ist):
+                if pkt.pts is None:
+                    continue
+                f = round(pkt.pts / per_frame)
+                if not start <= f < start + count:
+                    continue
+                if first and not pkt.is_keyframe:
+                    raise ValueError(f"{src}: frame {start} is not a keyframe; cut clips at "
+                                     "GOP boundaries")
+                first = False
+                pkt.pts -= off
+                if pkt.dts is not None:
+                    pkt.dts -= off
+                pkt.stream = ost
+                out.mux(pkt)
+    n = count_frames(part)
+    if n != count:
+        part.unlink(missing_ok=True)
+        raise OSError(f"{dst}: clip decodes to {n} frames, expected {count}")
+    os.replace(part, dst)
+    return dst

@@ -1,0 +1,123 @@
+"""`caption` stage: a dense caption for every clip (notes §4.2, §4.6).
+
+Default backend ``grounded``: written from the recorded trajectory and the inventory, so nothing
+can be invented. Optional ``vlm``: an OpenAI-compatible chat endpoint captions one key frame every
+``caption.vlm.keyframe_s`` seconds (cached; frames between key frames reuse its caption); the
+per-view captions stay grounded. Output: ``data/captions/captions.parquet``, one row per clip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .config import ConfigError, WmforgeConfig, load_params
+from .core.trajectory import VIEWS
+from .datasets.clip_spans import Clip, ClipError, list_clips
+from .datasets.grounded_caption import grounded_captions
+from .inventory import write_parquet
+
+COLUMNS = ["key", "level_id", "trajectory", "start_frame", "end_frame", "fps", "backend",
+           "caption", *[f"caption_{v}" for v in VIEWS], "keyframes_json", "phrases_json"]
+
+
+def _lookup(df: pd.DataFrame, col: str, value: str) -> dict:
+    if df.empty or col not in df:
+        return {}
+    hit = df[df[col] == value]
+    return {} if hit.empty else {k: (None if pd.isna(v) else v)
+                                  for k, v in hit.iloc[0].to_dict().items()}
+
+
+def clip_tables(clip: Clip) -> tuple[dict, dict[str, dict]]:
+    """The clip's rows of frames.parquet and, per view, of cameras.parquet (as column lists)."""
+    fr = pd.read_parquet(clip.render_dir / "frames.parquet").sort_values("frame")
+    fr = fr[(fr["frame"] >= clip.start) & (fr["frame"] < clip.end)]
+    cams = pd.read_parquet(clip.render_dir / "cameras.parquet")
+    cams = cams[(cams["frame"] >= clip.start) & (cams["frame"] < clip.end)]
+    per_view = {}
+    for v in VIEWS:
+        c = cams[cams["view"] == v].sort_values("frame")
+        per_view[v] = {str(k): c[k].tolist() for k in c}
+    return {str(k): fr[k].tolist() for k in fr}, per_view
+
+
+def caption_clips(clips: list[Clip], levels: pd.DataFrame, characters: pd.DataFrame,
+                  cfg: WmforgeConfig, log=print) -> pd.DataFrame:
+    client = None
+    if cfg.caption.backend == "vlm":
+        from .datasets.vlm_caption import VLMClient
+
+        v = cfg.caption.vlm
+        if v.view not in VIEWS:
+            raise ConfigError(f"caption.vlm.view {v.view!r}: expected one of {list(VIEWS)}")
+        client = VLMClient(v.base_url, v.model, os.environ.get(v.api_key_env) or None,
+                           v.timeout_s, v.max_retries, Path(v.cache_dir), v.max_tokens)
+    rows = []
+    for clip in clips:
+        frames, cams = clip_tables(clip)
+        meta = json.loads((clip.render_dir / "meta.json").read_text())
+        level = _lookup(levels, "level_id", clip.level_id) or {"level_id": clip.level_id}
+        character = _lookup(characters, "character_id", str(meta["character_id"])) or {
+            "character_id": meta["character_id"]}
+        g = grounded_captions(frames, cams, clip.fps, level, character,
+                              (clip.width, clip.height))
+        caption, keyframes = g["caption"], []
+        if client is not None:
+            from .datasets.vlm_caption import vlm_keyframe_captions
+
+            v = cfg.caption.vlm
+            keyframes = vlm_keyframe_captions(client, clip.render_dir / f"{v.view}.mp4",
+                                              clip.start, clip.end, clip.fps, v.keyframe_s,
+                                              g["phrases"])
+            caption = " ".join(f"[{k['t']:.1f} s] {k['caption']}" for k in keyframes)
+        rows.append({"key": clip.key, "level_id": clip.level_id, "trajectory": clip.trajectory,
+                     "start_frame": clip.start, "end_frame": clip.end, "fps": clip.fps,
+                     "backend": cfg.caption.backend, "caption": caption,
+                     **{f"caption_{v}": g["views"][v] for v in VIEWS},
+                     "keyframes_json": json.dumps(keyframes),
+                     "phrases_json": json.dumps(g["phrases"])})
+    if client is not None:
+        log(f"caption: VLM {client.url}: {client.requests_sent} requests, "
+            f"{client.cache_hits} answers from the cache")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge caption", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--renders", default="data/renders")
+    ap.add_argument("--inventory", default="data/inventory")
+    ap.add_argument("--out", default="data/captions")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params, args.set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .datasets.vlm_caption import VLMError
+
+    renders = Path(args.renders)
+    index = pd.read_parquet(renders / "index.parquet")
+    inv = Path(args.inventory)
+    levels = pd.read_parquet(inv / "levels.parquet")
+    chars = pd.read_parquet(inv / "characters.parquet")
+    try:
+        clips = list_clips(renders, index, cfg.clips.clip_s, cfg.clips.min_clip_s)
+        table = caption_clips(clips, levels, chars, cfg)
+    except (ClipError, VLMError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    write_parquet(table, Path(args.out) / "captions.parquet")
+    print(f"caption: {len(table)} clips captioned ({cfg.caption.backend}) → {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""LeRobot dataset v3.0 export: one episode per clip.
+
+Layout (lerobot's ``CODEBASE_VERSION = "v3.0"``): ``meta/info.json`` (codebase_version, fps,
+features, path templates), ``meta/tasks.parquet``, ``meta/episodes/chunk-XXX/file-XXX.parquet``,
+``meta/stats.json``, ``data/chunk-XXX/file-XXX.parquet`` (every frame of a chunk's episodes:
+action, state, camera poses and intrinsics, indices) and
+``videos/observation.images.<view>/chunk-XXX/file-XXX.mp4``.
+
+Choice: each episode's video is its own file (file index = episode index within the chunk), so
+videos are the rendered bytes (or keyframe cuts) with no concatenation; the episode table maps
+every episode to its file and time span, which is all the v3 reader needs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..core.actions import ACTIONS
+from ..core.trajectory import VIEWS
+from .clip_spans import Clip
+from .samples import clip_frames, view_video
+
+CODEBASE_VERSION = "v3.0"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+STATE_NAMES = ["pos_x", "pos_y", "pos_z", "rot_w", "rot_x", "rot_y", "rot_z", "yaw_deg",
+               "vel_x", "vel_y", "vel_z", "speed", "grounded"]
+POSE_NAMES = ["pos_x", "pos_y", "pos_z", "rot_w", "rot_x", "rot_y", "rot_z"]
+K_NAMES = ["fx", "fy", "cx", "cy"]
+
+
+def _features(width: int, height: int, fps: int) -> dict:
+    feats: dict[str, dict] = {}
+    for v in VIEWS:
+        feats[f"observation.images.{v}"] = {
+            "dtype": "video", "shape": [height, width, 3],
+            "names": ["height", "width", "channels"],
+            "info": {"video.height": height, "video.width": width, "video.codec": "h264",
+                     "video.pix_fmt": "yuv420p", "video.is_depth_map": False, "video.fps": fps,
+                     "video.channels": 3, "has_audio": False}}
+    feats["observation.state"] = {"dtype": "float32", "shape": [len(STATE_NAMES)],
+                                  "names": STATE_NAMES}
+    for v in VIEWS:
+        feats[f"observation.camera.{v}.pose"] = {
+            "dtype": "float32", "shape": [7], "names": POSE_NAMES,
+            "description": "world-from-camera, OpenCV axes (x right, y down, z forward), m"}
+        feats[f"observation.camera.{v}.intrinsics"] = {"dtype": "float32", "shape": [4],
+                                                       "names": K_NAMES}
+    feats["action"] = {"dtype": "float32", "shape": [len(ACTIONS)], "names": list(ACTIONS),
+                       "description": "one-hot of the key state (W A S D WA WD SA SD IDLE)"}
+    feats["action.index"] = {"dtype": "int64", "shape": [1], "names": None}
+    for k, dt in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
+                  ("index", "int64"), ("task_index", "int64")):
+        feats[k] = {"dtype": dt, "shape": [1], "names": None}
+    return feats
+
+
+def _stats(arr: np.ndarray) -> dict:
+    a = np.asarray(arr, dtype=np.float64)
+    if a.ndim == 1:
+        a = a[:, None]
+    return {"min": a.min(0).tolist(), "max": a.max(0).tolist(), "mean": a.mean(0).tolist(),
+            "std": a.std(0).tolist(), "count": [int(len(a))]}
+
+
+def _image_stats(video: Path, every: int = 10) -> dict:
+    import av
+
+    px = []
+    with av.open(str(video)) as c:
+        for i, fr in enumerate(c.decode(video=0)):
+            if i % every == 0:
+                px.append(fr.to_ndarray(format="rgb24").reshape(-1, 3)[::97] / 255.0)
+    a = np.concatenate(px)
+    return {k: [[[x]] for x in v] if k != "count" else v
+            for k, v in _stats(a).items()}
+
+
+def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
+                   chunk_size: int = 1000) -> dict:
+    """Write the export under ``out`` (replaced) and return info.json."""
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "meta").mkdir(parents=True)
+    if not clips:
+        raise ValueError("no rendered clips to export")
+    fps = clips[0].fps
+    width, height = clips[0].width, clips[0].height
+    odd = [c.key for c in clips if (c.fps, c.width, c.height) != (fps, width, height)]
+    if odd:
+        raise ValueError(f"LeRobot needs one fps and one resolution per dataset: clip {odd[0]} "
+                         f"differs from {clips[0].key} ({fps} fps, {width}x{height})")
+    task_list = sorted(set(tasks_by_key.get(c.key, "") for c in clips))
+    task_index = {t: i for i, t in enumerate(task_list)}
+    data_parts: dict[int, list[pd.DataFrame]] = {}
+    episodes = []
+    index = 0
+    scratch = out / ".scratch"
+    scratch.mkdir()
+    img_stats: dict[str, dict] = {}
+    for ep, clip in enumerate(clips):
+        chunk, file_index = divmod(ep, chunk_size)
+        frames, cams = clip_frames(clip)
+        n = len(frames)
+        act = frames["action"].astype(str).tolist()
+        onehot = np.zeros((n, len(ACTIONS)), np.float32)
+        onehot[np.arange(n), [ACTIONS.index(a) for a in act]] = 1
+        state = frames[STATE_NAMES[:-1]].to_numpy(np.float32)
+        state = np.concatenate([state, frames[["grounded"]].to_numpy(np.float32)], axis=1)
+        d = {"observation.state": list(state), "action": list(onehot),
+             "action.index": np.array([ACTIONS.index(a) for a in act], np.int64),
+             "timestamp": (np.arange(n) / fps).astype(np.float32),
+             "frame_index": np.arange(n, dtype=np.int64),
+             "episode_index": np.full(n, ep, np.int64),
+             "index": np.arange(index, index + n, dtype=np.int64),
+             "task_index": np.full(n, task_index[tasks_by_key.get(clip.key, "")], np.int64)}
+        for v in VIEWS:
+            c = cams[cams["view"] == v].sort_values("frame")
+            d[f"observation.camera.{v}.pose"] = list(c[POSE_NAMES].to_numpy(np.float32))
+            d[f"observation.camera.{v}.intrinsics"] = list(c[K_NAMES].to_numpy(np.float32))
+        data_parts.setdefault(chunk, []).append(pd.DataFrame(d))
+        row: dict = {"episode_index": ep, "tasks": [tasks_by_key.get(clip.key, "")],
+                     "length": n, "clip_key": clip.key, "level_id": clip.level_id,
+                     "trajectory": clip.trajectory, "data/chunk_index": chunk,
+                     "data/file_index": 0, "dataset_from_index": index,
+                     "dataset_to_index": index + n, "meta/episodes/chunk_index": 0,
+                     "meta/episodes/file_index": 0}
+        for v in VIEWS:
+            key = f"observation.images.{v}"
+            dst = out / VIDEO_PATH.format(video_key=key, chunk_index=chunk,
+                                          file_index=file_index)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(view_video(clip, v, scratch), dst)
+            row[f"videos/{key}/chunk_index"] = chunk
+            row[f"videos/{key}/file_index"] = file_index
+            row[f"videos/{key}/from_timestamp"] = 0.0
+            row[f"videos/{key}/to_timestamp"] = n / fps
+            if key not in img_stats:  # image statistics from the first episode
+                img_stats[key] = _image_stats(dst)
+        episodes.append(row)
+        index += n
+    shutil.rmtree(scratch)
+    all_data = []
+    for chunk, parts in sorted(data_parts.items()):
+        df = pd.concat(parts, ignore_index=True)
+        p = out / DATA_PATH.format(chunk_index=chunk, file_index=0)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        df.to_parquet(p, index=False)
+        all_data.append(df)
+    ep_path = out / EPISODES_PATH.format(chunk_index=0, file_index=0)
+    ep_path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(episodes).to_parquet(ep_path, index=False)
+    tasks = pd.DataFrame({"task_index": list(range(len(task_list)))},
+                         index=pd.Index(task_list, name="task"))
+    tasks.to_parquet(out / "meta" / "tasks.parquet")
+    data = pd.concat(all_data, ignore_index=True)
+    stats = {k: _stats(np.stack(list(data[k]))) for k in data.columns
+             if k not in ("episode_index", "index", "task_index")}
+    stats.update(img_stats)
+    (out / "meta" / "stats.json").write_text(json.dumps(stats, indent=1) + "\n")
+    info = {"codebase_version": CODEBASE_VERSION, "robot_type": "wmforge_character",
+            "total_episodes": len(clips), "total_frames": int(index),
+            "total_tasks": len(task_list), "chunks_size": chunk_size,
+            "data_files_size_in_mb": 100, "video_files_size_in_mb": 500, "fps": fps,
+            "splits": {"train": f"0:{len(clips)}"}, "data_path": DATA_PATH,
+            "video_path": VIDEO_PATH, "features": _features(width, height, fps)}
+    (out / "meta" / "info.json").write_text(json.dumps(info, indent=1) + "\n")
+    return info

@@ -1,0 +1,157 @@
+"""One dataset sample per clip: the per-view MP4s, the JSON metadata (notes §4.3 schema,
+extended), the caption, and the per-frame actions and poses as Parquet."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.actions import ACTIONS
+from ..core.trajectory import VIEWS
+from .clip_spans import Clip
+
+SAMPLE_SCHEMA_VERSION = 1
+ACTION_KEYS = {"W": ["W"], "A": ["A"], "S": ["S"], "D": ["D"], "WA": ["W", "A"],
+               "WD": ["W", "D"], "SA": ["S", "A"], "SD": ["S", "D"], "IDLE": []}
+
+
+def quat_to_matrix(w: float, x: float, y: float, z: float) -> list[list[float]]:
+    return [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
+
+
+def extrinsic(row: dict) -> list[list[float]]:
+    """4x4 world-from-camera (OpenCV axes: x right, y down, z forward), metres."""
+    r = quat_to_matrix(row["rot_w"], row["rot_x"], row["rot_y"], row["rot_z"])
+    t = (row["pos_x"], row["pos_y"], row["pos_z"])
+    return [[round(r[i][0], 6), round(r[i][1], 6), round(r[i][2], 6), round(t[i], 6)]
+            for i in range(3)] + [[0.0, 0.0, 0.0, 1.0]]
+
+
+def intrinsics_matrix(fx: float, fy: float, cx: float, cy: float) -> list[list[float]]:
+    return [[round(fx, 6), 0.0, round(cx, 6)], [0.0, round(fy, 6), round(cy, 6)],
+            [0.0, 0.0, 1.0]]
+
+
+def clip_frames(clip: Clip) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The clip's rows of frames.parquet and cameras.parquet, ``frame`` renumbered from 0 and
+    the trajectory's frame kept as ``source_frame``."""
+    fr = pd.read_parquet(clip.render_dir / "frames.parquet")
+    fr = fr[(fr["frame"] >= clip.start) & (fr["frame"] < clip.end)].sort_values("frame")
+    cams = pd.read_parquet(clip.render_dir / "cameras.parquet")
+    cams = cams[(cams["frame"] >= clip.start) & (cams["frame"] < clip.end)]
+    cams = cams.sort_values(["frame", "view"], key=lambda s: s.map(
+        {v: i for i, v in enumerate(VIEWS)}) if s.name == "view" else s)
+    for df in (fr, cams):
+        df.insert(1, "source_frame", df["frame"])
+        df["frame"] = df["frame"] - clip.start
+    fr["t"] = fr["frame"] / clip.fps
+    # Stage I writes K for its nominal camera size; the videos have the render's size, so the
+    # intrinsics shipped with them are recomputed from each frame's fov at that size
+    w, h = clip.width, clip.height
+    fx = (w / 2) / np.tan(np.radians(cams["fov_deg"].to_numpy(np.float64)) / 2)
+    cams = cams.assign(width=w, height=h, fx=fx, fy=fx, cx=w / 2, cy=h / 2)
+    return fr.reset_index(drop=True), cams.reset_index(drop=True)
+
+
+def _f(x: Any) -> float:
+    v = float(x)
+    return round(v, 6) if math.isfinite(v) else 0.0
+
+
+def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: dict,
+                level: dict, meta: dict) -> dict:
+    """The JSON of one sample: the notes' schema (clip_id, duration, fps, resolution, camera
+    fov and intrinsics, controls.action_sequence with one entry per frame, caption,
+    quality_score), extended with per-view per-frame extrinsics, character poses and
+    schema_version."""
+    n = len(frames)
+    views: dict[str, Any] = {}
+    for v in VIEWS:
+        c = cams[cams["view"] == v].sort_values("frame")
+        first = c.iloc[0]
+        fovs = sorted(set(round(float(f), 4) for f in c["fov_deg"]))
+        views[v] = {
+            "video": f"{v}.mp4",
+            "fov_deg": fovs[0] if len(fovs) == 1 else [_f(f) for f in c["fov_deg"]],
+            "intrinsics": intrinsics_matrix(first["fx"], first["fy"], first["cx"], first["cy"]),
+            "extrinsics_world_from_camera": [extrinsic(r) for r in c.to_dict("records")],
+            "occluded": [bool(o) for o in c["occluded"]],
+        }
+    back = views["back"]
+    poses = [{"frame": int(r["frame"]), "position": [_f(r["pos_x"]), _f(r["pos_y"]),
+                                                     _f(r["pos_z"])],
+              "rotation_wxyz": [_f(r["rot_w"]), _f(r["rot_x"]), _f(r["rot_y"]), _f(r["rot_z"])],
+              "yaw_deg": _f(r["yaw_deg"]), "velocity": [_f(r["vel_x"]), _f(r["vel_y"]),
+                                                        _f(r["vel_z"])],
+              "grounded": bool(r["grounded"]), "segment": int(r["segment"]),
+              "event": str(r["event"])} for r in frames.to_dict("records")]
+    alignment = meta.get("alignment", {})
+    return {
+        "schema_version": SAMPLE_SCHEMA_VERSION,
+        "clip_id": clip.key,
+        "duration": round(n / clip.fps, 6),
+        "fps": clip.fps,
+        "resolution": [clip.width, clip.height],
+        "camera": {"view": "back", "fov": back["fov_deg"], "intrinsics": back["intrinsics"]},
+        "controls": {
+            "input_type": "keyboard",
+            "action_space": list(ACTIONS),
+            "action_sequence": [{"frame": int(f), "action": str(a), "keys": ACTION_KEYS[str(a)],
+                                 "mouse_delta": [0, 0]}
+                                for f, a in zip(frames["frame"], frames["action"], strict=True)],
+        },
+        "caption": caption.get("caption", ""),
+        "captions": {v: caption.get(f"caption_{v}", "") for v in VIEWS},
+        "caption_backend": caption.get("backend", ""),
+        # no visual-quality score exists before the score stage; the alignment gate's share of
+        # aligned frames is kept under "quality" and quality_score stays null until then
+        "quality_score": None,
+        "quality": {"aligned_fraction": alignment.get("aligned_fraction")},
+        "views": views,
+        "character": {"id": meta.get("character_id"), "poses": poses},
+        "source": {"level_id": clip.level_id, "level_category": level.get("category"),
+                   "lighting": level.get("lighting"), "trajectory": clip.trajectory,
+                   "start_frame": clip.start, "end_frame": clip.end,
+                   "render_key": meta.get("render_key"), "engine": meta.get("engine"),
+                   "trajectory_seed": meta.get("seed")},
+        "conventions": "world: right-handed, Z up, metres; extrinsics world-from-camera, OpenCV "
+                       "camera axes (x right, y down, z forward); quaternions (w, x, y, z)",
+    }
+
+
+def dump_json(obj: dict) -> bytes:
+    return (json.dumps(obj, sort_keys=True, separators=(",", ":")) + "\n").encode()
+
+
+def parquet_bytes(df: pd.DataFrame) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    table = pa.Table.from_pandas(df, preserve_index=False).replace_schema_metadata({})
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def view_video(clip: Clip, view: str, scratch: Path) -> Path:
+    """The clip's video of one view: the rendered file itself for a whole-trajectory clip, or
+    a keyframe-aligned cut (no re-encoding) in ``scratch``."""
+    from ..media.video import copy_clip
+
+    src = clip.render_dir / f"{view}.mp4"
+    meta_n = json.loads((clip.render_dir / "meta.json").read_text())["frame_count"]
+    if clip.start == 0 and clip.end == meta_n:
+        return src
+    dst = scratch / f"{clip.key}.{view}.mp4"
+    if not dst.exists():
+        copy_clip(src, dst, clip.start, clip.frames, clip.fps)
+    return dst

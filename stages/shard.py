@@ -1,0 +1,114 @@
+"""`shard` stage: WebDataset tar shards of about ``shard.max_shard_bytes``, one sample per clip
+(notes §4.3), and ``index.parquet`` (sample key → shard, level, category, trajectory, frames,
+duration).
+
+A sample holds ``<key>.<view>.mp4`` for the five views, ``<key>.json`` (metadata),
+``<key>.txt`` (caption), ``<key>.frames.parquet`` (per-frame action and character pose) and
+``<key>.cameras.parquet`` (per-frame camera poses). Keys contain no dots. Every tar member has
+a fixed mtime, owner and mode, so the same inputs give byte-identical shards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from .config import ConfigError, ShardConfig, load_params
+from .core.trajectory import VIEWS
+from .datasets.clip_spans import Clip, ClipError, list_clips
+from .datasets.samples import clip_frames, dump_json, parquet_bytes, sample_json, view_video
+from .datasets.tar_shards import ShardWriter
+from .inventory import write_parquet
+
+INDEX_COLUMNS = ["key", "shard", "level_id", "category", "trajectory", "character_id",
+                 "start_frame", "frames", "duration_s", "fps", "width", "height", "bytes"]
+
+
+def _row(df: pd.DataFrame, col: str, value: str) -> dict:
+    hit = df[df[col] == value] if col in df else df.iloc[0:0]
+    return {} if hit.empty else {k: (None if pd.isna(v) else v)
+                                  for k, v in hit.iloc[0].to_dict().items()}
+
+
+def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame,
+                 out: Path, cfg: ShardConfig) -> pd.DataFrame:
+    """Write the shards under ``out`` (old shards there are removed first) and return the
+    index. A clip without a caption is an error naming the clip: captions must be current."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("shard-*.tar*"):
+        old.unlink()
+    by_key = captions.set_index("key") if not captions.empty else captions
+    missing = [c.key for c in clips if c.key not in by_key.index]
+    if missing:
+        raise ClipError(f"captions.parquet has no caption for {len(missing)} clip(s), e.g. "
+                        f"{missing[0]}: re-run the caption stage")
+    writer = ShardWriter(out, cfg.max_shard_bytes, cfg.mtime)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="wmforge-shard-") as tmp:
+        scratch = Path(tmp)
+        for clip in clips:
+            meta = json.loads((clip.render_dir / "meta.json").read_text())
+            frames, cams = clip_frames(clip)
+            cap = {str(k): v for k, v in by_key.loc[clip.key].to_dict().items()}
+            cap["key"] = clip.key
+            level = _row(levels, "level_id", clip.level_id)
+            doc = sample_json(clip, frames, cams, cap, level, meta)
+            members: list[tuple[str, bytes | Path]] = [
+                (f"{v}.mp4", view_video(clip, v, scratch)) for v in VIEWS]
+            members += [("json", dump_json(doc)), ("txt", (cap["caption"] + "\n").encode()),
+                        ("frames.parquet", parquet_bytes(frames)),
+                        ("cameras.parquet", parquet_bytes(cams))]
+            shard = writer.write(clip.key, members)
+            size = sum(len(c) if isinstance(c, bytes) else c.stat().st_size for _, c in members)
+            rows.append({"key": clip.key, "shard": shard, "level_id": clip.level_id,
+                         "category": level.get("category") or "uncategorized",
+                         "trajectory": clip.trajectory, "character_id": meta["character_id"],
+                         "start_frame": clip.start, "frames": clip.frames,
+                         "duration_s": clip.frames / clip.fps, "fps": clip.fps,
+                         "width": clip.width, "height": clip.height, "bytes": size})
+            for p in scratch.glob(f"{clip.key}.*"):
+                p.unlink()
+        writer.close()
+    return pd.DataFrame(rows, columns=INDEX_COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge shard", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--renders", default="data/renders")
+    ap.add_argument("--captions", default="data/captions/captions.parquet")
+    ap.add_argument("--inventory", default="data/inventory")
+    ap.add_argument("--out", default="data/shards")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params, args.set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    renders, out = Path(args.renders), Path(args.out)
+    index = pd.read_parquet(renders / "index.parquet")
+    levels = pd.read_parquet(Path(args.inventory) / "levels.parquet")
+    captions = pd.read_parquet(args.captions)
+    try:
+        clips = list_clips(renders, index, cfg.clips.clip_s, cfg.clips.min_clip_s)
+        table = write_shards(clips, captions, levels, out, cfg.shard)
+    except ClipError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        shutil.rmtree(out, ignore_errors=True)
+        return 2
+    write_parquet(table, out / "index.parquet")
+    print(f"shard: {len(table)} samples in {table['shard'].nunique()} shard(s), "
+          f"{table['duration_s'].sum() / 60:.1f} min of five-view video → {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
