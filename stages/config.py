@@ -143,6 +143,86 @@ class RenderConfig:
 
 
 @dataclass
+class ScreenConfig:
+    # renderability screening (§4.2): clips per candidate level, each this long, s
+    clips: int = 5
+    clip_s: float = 10.0
+    # screening render: preset (or explicit size) and spatial samples (1: no anti-aliasing)
+    preset: str = "540p"
+    width: int = 0
+    height: int = 0
+    spatial_samples: int = 1
+    # characters to screen with (inventory ids); empty: every walking character
+    characters: list[str] = field(default_factory=list)
+    # added to the global seed, so screening clips differ from production trajectories
+    seed_offset: int = 1000
+    # an engine process (Stage I or II of one level) running longer than this fails, s
+    timeout_s: float = 900.0
+    # hovering: walking frames out of ground contact above this share, or the capsule bottom
+    # more than hover_gap_m above the visible ground below in more than hover_gap_share of frames
+    hover_airborne_share: float = 0.5
+    hover_gap_m: float = 0.25
+    hover_gap_share: float = 0.3
+    # interpenetration: capsule overlapping visible geometry by more than penetration_tol_m in
+    # more than penetration_share of frames
+    penetration_tol_m: float = 0.05
+    penetration_share: float = 0.1
+    # a level fails a detector that trips on at least this share of its clips
+    reject_clip_share: float = 0.4
+    # the file of manual verdicts that override the automatic ones (relative to the repo root)
+    review_file: str = "review/screen.yaml"
+
+
+@dataclass
+class ScoreConfig:
+    # visual quality (§4.2): clips per renderable level, each this long, s
+    clips: int = 20
+    clip_s: float = 10.0
+    preset: str = "540p"
+    width: int = 0
+    height: int = 0
+    spatial_samples: int = 1
+    seed_offset: int = 2000
+    timeout_s: float = 900.0
+    # aesthetic scorer: "brisque" (embedded, ships its model; lower is better) or "laion"
+    # (CLIP ViT-L/14 + the LAION improved aesthetic MLP; higher is better, about 1..10)
+    scorer: str = "brisque"
+    # frames sampled evenly from every view video (SpatialVID samples 3)
+    frames_per_view: int = 8
+    # LAION weights: a local directory holding clip_weights_file and mlp_file
+    laion_weights_dir: str = "models/laion-aesthetic"
+    clip_weights_file: str = "open_clip_pytorch_model.bin"
+    mlp_file: str = "sac+logos+ava1-l14-linearMSE.pth"
+    # fetch missing weights from the hub (machines with internet only)
+    allow_download: bool = False
+    # images per batch; "auto" device: cuda when there is one
+    batch_size: int = 32
+    device: str = "auto"
+
+
+@dataclass
+class SelectConfig:
+    # a view passes when its aesthetic score clears the scorer's bar and its mean luma is
+    # strictly between lum_min and lum_max (0-255)
+    aes_min: float = 5.5  # LAION units (higher is better)
+    brisque_max: float = 45.0  # BRISQUE units (lower is better)
+    lum_min: float = 25.0
+    lum_max: float = 140.0
+    # a level is retained when more than this share of its sampled views pass
+    level_pass_share: float = 0.25
+
+
+@dataclass
+class ClusterConfig:
+    # node ids of the cluster; pools partition the retained levels, one pool per node
+    nodes: list[str] = field(default_factory=lambda: ["local"])
+    # the node this machine runs as (its pool feeds trajectories); empty: every pool
+    node: str = ""
+    # passes over each pool, each in its own shuffled order
+    passes: int = 1
+
+
+@dataclass
 class ClipsConfig:
     # clip length, s: every rendered trajectory is cut into clips this long at GOP boundaries
     # (a multiple of render.gop_s); 0 = one clip per whole trajectory
@@ -204,6 +284,10 @@ class WmforgeConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     trajectories: TrajectoriesConfig = field(default_factory=TrajectoriesConfig)
     render: RenderConfig = field(default_factory=RenderConfig)
+    screen: ScreenConfig = field(default_factory=ScreenConfig)
+    score: ScoreConfig = field(default_factory=ScoreConfig)
+    select: SelectConfig = field(default_factory=SelectConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
     clips: ClipsConfig = field(default_factory=ClipsConfig)
     caption: CaptionConfig = field(default_factory=CaptionConfig)
     shard: ShardConfig = field(default_factory=ShardConfig)
@@ -243,6 +327,20 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if not 1 <= r.spatial_samples * r.temporal_samples <= 64:
         raise ConfigError(f"{source}: render.spatial_samples x render.temporal_samples must be "
                           "between 1 and 64")
+    if obj.score.scorer not in ("brisque", "laion"):
+        raise ConfigError(f"{source}: score.scorer {obj.score.scorer!r}: expected 'brisque' or "
+                          "'laion'")
+    for name in ("screen", "score"):
+        sc = getattr(obj, name)
+        if not (sc.width and sc.height) and sc.preset not in RESOLUTION_PRESETS:
+            raise ConfigError(f"{source}: {name}.preset {sc.preset!r}; expected one of "
+                              f"{sorted(RESOLUTION_PRESETS)} (or set {name}.width/height)")
+        if sc.clips < 1 or sc.clip_s <= 0:
+            raise ConfigError(f"{source}: {name}.clips must be >= 1 and {name}.clip_s > 0")
+    if not obj.cluster.nodes or len(set(obj.cluster.nodes)) != len(obj.cluster.nodes):
+        raise ConfigError(f"{source}: cluster.nodes {obj.cluster.nodes}: expected distinct ids")
+    if obj.cluster.node and obj.cluster.node not in obj.cluster.nodes:
+        raise ConfigError(f"{source}: cluster.node {obj.cluster.node!r} is not in cluster.nodes")
     if obj.caption.backend not in ("grounded", "vlm"):
         raise ConfigError(f"{source}: caption.backend {obj.caption.backend!r}: expected "
                           "'grounded' or 'vlm'")

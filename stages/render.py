@@ -517,7 +517,8 @@ def finished(root: Path) -> dict[tuple[str, str, str], Path]:
 
 
 def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "p3headlessgl",
-               fps: int = 30, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
+               fps: int = 30, log=print, levels: set[str] | None = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Render every trajectory not rendered yet; return (index, failures)."""
     root.mkdir(parents=True, exist_ok=True)
     recover_all(root, log)
@@ -536,6 +537,8 @@ def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "
                              "reason": "invalid_trajectory", "detail": f"{meta_p}: {exc}",
                              "instance": ""})
             continue
+        if levels is not None and lid not in levels:
+            continue  # not in this machine's pool (no longer selected, or another node's)
         scene, level = _level_parts(lid)
         key = render_key(tdir, settings)
         wanted.append((lid, f"{scene}/{level}", tdir.name, key))
@@ -622,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--trajectories", default="data/trajectories")
     ap.add_argument("--out", default="data/renders")
+    ap.add_argument("--pools", default="", help="pools.parquet: render only the levels of this "
+                    "machine's pool (cluster.node; every pool when empty)")
     ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     if args.cmd == "worker":
@@ -639,8 +644,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
+    only = None
+    if args.pools:
+        from .pools import pool_levels
+
+        only = set(pool_levels(pd.read_parquet(args.pools), cfg.cluster.node))
     index, failures = run_render(cfg.render, Path(args.trajectories), out, cfg.engine.display,
-                                 cfg.engine.fps)
+                                 cfg.engine.fps, levels=only)
     write_parquet(index, out / "index.parquet")
     write_parquet(failures, out / "failures.parquet")
     hours = index["duration_s"].sum() / 3600 if len(index) else 0.0

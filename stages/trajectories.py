@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--inventory", default="data/inventory")
     ap.add_argument("--out", default="data/trajectories")
+    ap.add_argument("--pools", default="", help="pools.parquet: only the levels of this "
+                    "machine's pool (cluster.node; every pool when empty)")
     ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     try:
@@ -163,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         inv = Path(args.inventory)
         levels = pd.read_parquet(inv / "levels.parquet")
         chars = pd.read_parquet(inv / "characters.parquet")
+        if args.pools:
+            from .pools import pool_levels
+
+            wanted = pool_levels(pd.read_parquet(args.pools), cfg.cluster.node)
+            levels = levels[levels["level_id"].isin(wanted)]
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         failures = run_trajectories(cfg, levels, chars, Path(cfg.library.root), out)

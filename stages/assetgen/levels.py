@@ -354,7 +354,56 @@ def continent(seed: int, cells: int, tex: int) -> LevelBuilder:
     return b
 
 
+# ---- levels that must fail renderability screening (one per detector), as real packs do
+
+def invisible_floor(seed: int, cells: int, tex: int) -> LevelBuilder:
+    """A custom-collision slab (Unreal's ``UCX_`` prefix: collides, never drawn) 0.8 m above the
+    visible ground: the character walks on air — the hovering detector must trip."""
+    b = LevelBuilder("InvisibleFloor", "day", tex, seed)
+    _ground(b, 30.0, "concrete")
+    b.part("UCX_WalkwaySlab", box(28.0, 28.0, 0.2, 1.0, (0, 0, 0.6)), "metal")
+    _perimeter(b, 30.0, 3.0, "brick")
+    b.marker("player_start", "PlayerStart_0", (0, 0, 1.6))
+    b.marker("poi", "Poi_0", (8, 6, 1.0))
+    b.lights()
+    return b
+
+
+def ghost_hedges(seed: int, cells: int, tex: int) -> LevelBuilder:
+    """Dense hedges whose collision is switched off (``collision: none``, as foliage often
+    ships): the character walks through them — the interpenetration detector must trip."""
+    b = LevelBuilder("GhostHedges", "day", tex, seed)
+    _ground(b, 30.0, "grass")
+    _perimeter(b, 30.0, 3.0, "stone")
+    k = 0
+    for ix in range(-6, 7):
+        for iy in range(-6, 7):
+            b.part(f"Hedge_{k:03d}", box(1.4, 1.4, 1.6, 1.0, (ix * 2.0, iy * 2.0, 0)), "grass",
+                   extras={"collision": "none"})
+            k += 1
+    b.marker("player_start", "PlayerStart_0", (1.0, 1.0, 0.5))
+    b.lights()
+    return b
+
+
+def spike_field(seed: int, cells: int, tex: int) -> LevelBuilder:
+    """Nothing but 65° pyramids: no walkable ground anywhere — spawning must give up."""
+    b = LevelBuilder("SpikeField", "dusk", tex, seed)
+
+    def tri(u):
+        return 2 * np.abs(u - np.floor(u + 0.5))
+
+    b.part("Spikes", heightfield(16.0, 16.0, 64, lambda x, y: 1.5 * (tri(x / 2) + tri(y / 2)),
+                                 2.0), "rock")
+    b.marker("player_start", "PlayerStart_0", (0.3, 0.2, 4.0))
+    b.lights()
+    return b
+
+
 RECIPES: dict[str, Callable[[int, int, int], LevelBuilder]] = {
+    "InvisibleFloor": invisible_floor,
+    "GhostHedges": ghost_hedges,
+    "SpikeField": spike_field,
     "AlpineMeadow": alpine_meadow,
     "Downtown": downtown,
     "Apartment": apartment,

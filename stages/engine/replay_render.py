@@ -348,6 +348,12 @@ class ReplayRenderer:
             self.prop_pivots.append(pivot)
         self.prop_names = [p.getName().removeprefix("pivot:") for p in self.prop_pivots]
         rep.props = len(self.prop_pivots)
+        from .embedded import is_collision_only
+
+        for gnp in model.findAllMatches("**/+GeomNode"):
+            if is_collision_only(gnp):  # custom collision (UCX_…) and invisible blockers
+                rep.removed.append(f"collision_only:{gnp.getName()}")
+                gnp.removeNode()
         for tag in ("autoplay", "animated"):
             for n in model.findAllMatches(f"**/={tag}"):
                 rep.removed.append(f"{tag}:{n.getName()}")

@@ -1,0 +1,91 @@
+"""`pools` stage: partition the retained levels into one persistent pool per cluster node
+(paper §5.2).
+
+Assignment by rendezvous (highest-random-weight) hashing: a level goes to the node with the
+largest hash of (level, node). So the assignment is stable by construction — adding or removing
+a level moves only that level; adding a node moves only the levels the new node wins (about
+1/(n+1) of them); removing a node moves only that node's levels. Each pool is reshuffled per
+pass (``cluster.passes``) with a seed derived from the global seed, the node and the pass.
+Output ``pools.parquet``: level_id, node, pass, position.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from .config import ConfigError, load_params
+from .inventory import write_parquet
+
+COLUMNS = ["level_id", "node", "pass", "position"]
+
+
+def _weight(level_id: str, node: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{node}\0{level_id}".encode()).digest()[:8], "big")
+
+
+def assign(levels: Iterable[str], nodes: list[str]) -> dict[str, str]:
+    """level → node (rendezvous hashing)."""
+    out: dict[str, str] = {}
+    for lv in levels:
+        out[lv] = max(nodes, key=lambda n: (_weight(lv, n), n))  # noqa: B023 - used at once
+    return out
+
+
+def pass_order(levels: list[str], node: str, pass_index: int, seed: int) -> list[str]:
+    """The node's levels in the shuffled order of one pass."""
+    h = hashlib.sha256(f"{seed}\0{node}\0{pass_index}".encode()).digest()
+    order = sorted(levels)
+    random.Random(int.from_bytes(h[:8], "big")).shuffle(order)
+    return order
+
+
+def build_pools(levels: list[str], nodes: list[str], passes: int, seed: int) -> pd.DataFrame:
+    owner = assign(levels, nodes)
+    rows = []
+    for node in nodes:
+        mine = [lv for lv in levels if owner[lv] == node]
+        for p in range(max(1, passes)):
+            for i, lv in enumerate(pass_order(mine, node, p, seed)):
+                rows.append({"level_id": lv, "node": node, "pass": p, "position": i})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def pool_levels(pools: pd.DataFrame, node: str = "", pass_index: int = 0) -> list[str]:
+    """Levels of one node's pool (every pool when ``node`` is empty) in that pass's order."""
+    p = pools[pools["pass"] == pass_index]
+    if node:
+        p = p[p["node"] == node]
+    return p.sort_values(["node", "position"])["level_id"].astype(str).tolist()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge pools", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--select", default="data/select/levels.parquet")
+    ap.add_argument("--out", default="data/pools")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params, args.set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sel = pd.read_parquet(args.select)
+    levels = sorted(sel[sel["retained"].astype(bool)]["level_id"].astype(str))
+    pools = build_pools(levels, list(cfg.cluster.nodes), cfg.cluster.passes, cfg.seed)
+    write_parquet(pools, Path(args.out) / "pools.parquet")
+    sizes = pools[pools["pass"] == 0].groupby("node").size().to_dict()
+    print(f"pools: {len(levels)} levels over {len(cfg.cluster.nodes)} node(s) {sizes} → "
+          f"{args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

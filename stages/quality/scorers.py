@@ -1,0 +1,180 @@
+"""Visual-quality scorers (paper §4.2): luminance, and an aesthetic score from one of two
+backends, each in its own units.
+
+- ``laion`` (production): the LAION improved aesthetic predictor as SpatialVID uses it — the
+  CLIP ViT-L/14 image embedding with OpenAI weights (open_clip ``ViT-L-14-quickgelu``),
+  L2-normalised, then an MLP 768→1024→128→64→16→1 (checkpoint keys ``layers.0``, ``layers.2``,
+  ``layers.4``, ``layers.6``, ``layers.7``). Higher is better (about 1–10). Batched, on the GPU
+  when there is one.
+- ``brisque`` (embedded default, no downloaded weights): BRISQUE from the ``brisque`` package,
+  whose model ships in its wheel. Lower is better (about 0–100).
+
+Luminance: BT.709 luma 0.2126 R + 0.7152 G + 0.0722 B on the 0–255 encoded frame, mean over
+pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BT709 = np.array([0.2126, 0.7152, 0.0722])
+LAION_ARCH = "ViT-L-14-quickgelu"
+MLP_KEYS = ("layers.0", "layers.2", "layers.4", "layers.6", "layers.7")
+
+
+class ScorerError(RuntimeError):
+    """A scorer cannot run (names the missing file or package and what to do)."""
+
+
+def luminance(rgb: np.ndarray) -> float:
+    return float((rgb[..., :3].astype(np.float64) @ BT709).mean())
+
+
+def sample_frames(video: Path, n: int) -> list[np.ndarray]:
+    """``n`` frames spread evenly over a video (first and last included), decoded in one pass."""
+    import av
+
+    from ..media.video import count_frames
+
+    total = count_frames(video)
+    if total == 0:
+        raise ValueError(f"{video}: no decodable frames")
+    want = sorted({round(i * (total - 1) / max(1, n - 1)) for i in range(min(n, total))})
+    out = []
+    with av.open(str(video)) as c:
+        for i, fr in enumerate(c.decode(video=0)):
+            if i in want:
+                out.append(fr.to_ndarray(format="rgb24"))
+            if i >= want[-1]:
+                break
+    return out
+
+
+class BrisqueScorer:
+    name = "brisque"
+    higher_is_better = False
+
+    def __init__(self) -> None:
+        try:
+            from brisque import BRISQUE
+        except ImportError as exc:
+            raise ScorerError(f"score.scorer=brisque needs the 'brisque' package and OpenCV "
+                              f"(pip install brisque opencv-python-headless): {exc}") from None
+        self._b = BRISQUE(url=False)
+
+    def score(self, images: Sequence[np.ndarray]) -> list[float]:
+        return [self.score_one(img) for img in images]
+
+    def score_one(self, img: np.ndarray) -> float:
+        """BRISQUE.score, step by step: with current SciPy one of its 36 features comes back
+        as a one-element array, which the package's own scaling cannot convert; flattening
+        the features first gives the package's model exactly the numbers it expects."""
+        import cv2
+        import skimage.color
+
+        b = self._b
+        gray = skimage.color.rgb2gray(np.ascontiguousarray(img[..., :3]))
+        f1 = b.calculate_brisque_features(gray, kernel_size=7, sigma=7 / 6)
+        half = cv2.resize(gray, None, fx=1 / 2, fy=1 / 2, interpolation=cv2.INTER_CUBIC)
+        f2 = b.calculate_brisque_features(half, kernel_size=7, sigma=7 / 6)
+        feats = np.array([float(np.asarray(f, dtype=np.float64).reshape(-1)[0])
+                          for f in np.concatenate((f1, f2))])
+        return float(b.calculate_image_quality_score(feats))
+
+
+def laion_mlp() -> Any:
+    """The LAION improved-aesthetic MLP with its checkpoint's module layout."""
+    import torch.nn as nn
+
+    class AestheticMLP(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.Sequential(
+                nn.Linear(768, 1024), nn.Dropout(0.2), nn.Linear(1024, 128), nn.Dropout(0.2),
+                nn.Linear(128, 64), nn.Dropout(0.1), nn.Linear(64, 16), nn.Linear(16, 1))
+
+        def forward(self, x):
+            return self.layers(x)
+
+    return AestheticMLP()
+
+
+class LaionAestheticScorer:
+    name = "laion"
+    higher_is_better = True
+
+    def __init__(self, weights_dir: Path, clip_file: str, mlp_file: str, device: str = "auto",
+                 batch_size: int = 32, allow_download: bool = False):
+        try:
+            import open_clip
+            import torch
+        except ImportError as exc:
+            raise ScorerError("score.scorer=laion needs torch and open_clip "
+                              f"(pip install -e '.[ml]'): {exc}") from None
+        weights_dir = Path(weights_dir)
+        clip_path, mlp_path = weights_dir / clip_file, weights_dir / mlp_file
+        missing = [p for p in (clip_path, mlp_path) if not p.is_file()]
+        if missing and not allow_download:
+            raise ScorerError(
+                "LAION aesthetic weights missing: " + ", ".join(str(p) for p in missing) +
+                f". Put the open_clip {LAION_ARCH} OpenAI weights at {clip_path} (for example "
+                "open_clip_pytorch_model.bin from the hub repo timm/vit_large_patch14_clip_224."
+                f"openai) and the MLP checkpoint at {mlp_path} (sac+logos+ava1-l14-linearMSE.pth "
+                "from christophschuhmann/improved-aesthetic-predictor), or set "
+                "score.allow_download=true on a machine with internet access.")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device, self.batch_size = device, batch_size
+        pretrained = str(clip_path) if clip_path.is_file() else "openai"
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            LAION_ARCH, pretrained=pretrained, device=device)
+        model.eval()
+        self.model, self.preprocess = model, preprocess
+        if mlp_path.is_file():
+            state = torch.load(mlp_path, map_location="cpu", weights_only=True)
+        else:  # allow_download: the hub copy SpatialVID uses
+            from huggingface_hub import hf_hub_download
+
+            state = torch.load(hf_hub_download("camenduru/improved-aesthetic-predictor",
+                                               mlp_file), map_location="cpu", weights_only=True)
+        state = state.get("state_dict", state)
+        got = sorted({k.rsplit(".", 1)[0] for k in state})
+        if got != sorted(MLP_KEYS):
+            raise ScorerError(f"{mlp_path}: expected MLP keys {list(MLP_KEYS)} (.weight/.bias), "
+                              f"found {got}")
+        mlp = laion_mlp()
+        mlp.load_state_dict(state)
+        self.mlp = mlp.to(device).eval()
+
+    def embed(self, images: Sequence[np.ndarray]) -> Any:
+        import torch
+        from PIL import Image
+
+        feats = []
+        with torch.inference_mode():
+            for i in range(0, len(images), self.batch_size):
+                batch = torch.stack([self.preprocess(Image.fromarray(im))
+                                     for im in images[i:i + self.batch_size]]).to(self.device)
+                f = self.model.encode_image(batch).float()
+                feats.append(f / f.norm(dim=-1, keepdim=True))
+        return torch.cat(feats)
+
+    def score(self, images: Sequence[np.ndarray]) -> list[float]:
+        import torch
+
+        if not images:
+            return []
+        with torch.inference_mode():
+            return [float(v) for v in self.mlp(self.embed(images)).squeeze(-1).cpu()]
+
+
+def make_scorer(scfg: Any) -> BrisqueScorer | LaionAestheticScorer:
+    if scfg.scorer == "brisque":
+        return BrisqueScorer()
+    return LaionAestheticScorer(Path(scfg.laion_weights_dir), scfg.clip_weights_file,
+                                scfg.mlp_file, scfg.device, scfg.batch_size,
+                                scfg.allow_download)

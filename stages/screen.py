@@ -1,0 +1,235 @@
+"""`screen` stage: renderability screening (paper §4.2).
+
+Per candidate level (enabled in the inventory): ``screen.clips`` short clips through Stage I and
+Stage II at the screening preset, then automatic detectors, each a reason code:
+
+- ``load_failure``: the engine exited, raised or timed out loading or rendering the level;
+- ``no_walkable_region``: every spawn attempt failed;
+- ``hovering``: the walking character out of ground contact for a large share of its walking
+  frames, or its capsule bottom far above the visible ground straight below it (collision the
+  camera cannot see: invisible blockers, misplaced custom collision);
+- ``interpenetration``: the capsule overlapping visible geometry beyond a tolerance (drawn
+  geometry without collision: foliage, set dressing).
+
+A contact sheet per level (``sheets/<level>.png``) for the manual look the paper keeps, and a
+review file (``screen.review_file``) whose entries override the automatic verdict. Outputs
+``clips.parquet`` (one row per clip, measurements and reasons) and ``levels.parquet``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from .config import ConfigError, WmforgeConfig, load_params
+from .inventory import write_parquet
+from .quality.renderability import (
+    LOAD_FAILURE,
+    NO_WALKABLE_REGION,
+    DetectorThresholds,
+    clip_measurements,
+    clip_reasons,
+    level_verdict,
+)
+from .quality.sample_clips import clip_render_config, run_clips
+
+CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",
+                "airborne_walk_share", "hover_gap_share", "median_gap_m", "penetration_share",
+                "max_penetration_m", "reasons", "render_path"]
+LEVEL_COLUMNS = ["level_id", "category", "clips", "clips_rendered", "auto_verdict",
+                 "auto_reasons", "review_verdict", "review_note", "verdict", "reasons",
+                 "contact_sheet"]
+
+
+class ReviewError(ValueError):
+    """The review file is malformed (names the file, the entry and what is expected)."""
+
+
+def read_review(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ReviewError(f"{path}: not valid YAML: {exc}") from None
+    over = doc.get("overrides") or {}
+    if not isinstance(over, dict):
+        raise ReviewError(f"{path}: 'overrides' must map level ids to {{verdict, note}}")
+    out = {}
+    for lid, entry in over.items():
+        if not isinstance(entry, dict) or entry.get("verdict") not in ("pass", "fail"):
+            raise ReviewError(f"{path}: overrides.{lid}: expected {{verdict: pass|fail, "
+                              f"note: ...}}, got {entry!r}")
+        out[str(lid)] = {"verdict": entry["verdict"], "note": str(entry.get("note", ""))}
+    return out
+
+
+def walking_characters(chars: pd.DataFrame) -> list[str]:
+    ok = chars[chars["ok"].astype(bool) & (chars["locomotion"] == "walk")]
+    return sorted(ok["character_id"].astype(str))
+
+
+def measure_clip(probe, render_dir: Path, th: DetectorThresholds) -> dict:
+    """Hovering and interpenetration figures of one rendered clip against visible geometry."""
+    fr = pd.read_parquet(render_dir / "frames.parquet").sort_values("frame")
+    gaps: list[float | None] = []
+    pens: list[float] = []
+    cols = ["pos_x", "pos_y", "pos_z", "capsule_radius_m", "capsule_half_height_m"]
+    for x, y, z, rad, hh in fr[cols].to_numpy(float):
+        g = probe.ground_below(x, y, z + rad + hh)
+        gaps.append(None if g is None else float(z - g))
+        pens.append(probe.penetration(x, y, z, rad, hh))
+    return clip_measurements(fr["action"].astype(str).tolist(), fr["grounded"].tolist(), gaps,
+                             pens, th)
+
+
+def contact_sheet(level_id: str, clips: list[tuple[str, Path | None]], verdict: str,
+                  reasons: list[str], out: Path, per_clip: int = 4) -> None:
+    """A grid: one row per clip, ``per_clip`` back-view frames and one top-view frame."""
+    from PIL import Image, ImageDraw
+
+    from .media.video import read_frames
+
+    rows: list[tuple[str, list]] = []
+    for label, d in clips:
+        if d is None:
+            rows.append((label, []))
+            continue
+        back = read_frames(d / "back.mp4")
+        top = read_frames(d / "top.mp4")
+        picks = [back[round(i * (len(back) - 1) / max(1, per_clip - 1))] for i in range(per_clip)]
+        rows.append((label, picks + [top[len(top) // 2]]))
+    tw, th = 160, 90
+    for _, imgs in rows:
+        if imgs:
+            th = round(tw * imgs[0].shape[0] / imgs[0].shape[1])
+            break
+    head = 22
+    sheet = Image.new("RGB", (tw * (per_clip + 1), head + (th + 14) * max(1, len(rows))),
+                      (24, 24, 28))
+    draw = ImageDraw.Draw(sheet)
+    color = (90, 200, 120) if verdict == "pass" else (230, 90, 80)
+    draw.text((4, 4), f"{level_id}: {verdict.upper()} {' '.join(reasons)}", fill=color)
+    for i, (label, imgs) in enumerate(rows):
+        y = head + i * (th + 14)
+        draw.text((4, y), label, fill=(200, 200, 200))
+        for j, img in enumerate(imgs):
+            sheet.paste(Image.fromarray(img).resize((tw, th)), (j * tw, y + 12))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sheet.save(out, optimize=False)
+
+
+def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
+                  review: dict[str, dict], library: Path, overrides: list[str] | None = None,
+                  log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from .engine.embedded import VisibleGeometryProbe
+
+    s = cfg.screen
+    levels = pd.read_parquet(inventory / "levels.parquet")
+    chars = pd.read_parquet(inventory / "characters.parquet")
+    cand = levels[levels["enabled"].astype(bool)].sort_values("level_id")
+    ids = cand["level_id"].astype(str).tolist()
+    who = list(s.characters) or walking_characters(chars)
+    rcfg = clip_render_config(cfg, s.preset, s.width, s.height, s.spatial_samples, s.timeout_s)
+    s1, index, s2 = run_clips(cfg, params, inventory, ids, s.clips, s.clip_s, s.seed_offset,
+                              who, rcfg, out / "work", s.timeout_s, list(overrides or []),
+                              log)
+    th = DetectorThresholds(s.hover_airborne_share, s.hover_gap_m, s.hover_gap_share,
+                            s.penetration_tol_m, s.penetration_share)
+    root = out / "work" / "renders"
+    clip_rows, level_rows = [], []
+    for row in cand.to_dict("records"):
+        lid = str(row["level_id"])
+        f1 = s1[s1["level_id"] == lid]
+        f2 = s2[s2["level_id"] == lid]
+        engine_fail = []
+        for r in f1.to_dict("records"):
+            engine_fail.append(NO_WALKABLE_REGION if r["reason"] == "no_walkable_region"
+                               else LOAD_FAILURE)
+        for _ in f2.to_dict("records"):
+            engine_fail.append(LOAD_FAILURE)
+        probe = None
+        rendered = index[index["level_id"] == lid].sort_values("trajectory")
+        sheet_clips: list[tuple[str, Path | None]] = []
+        reasons_per_clip: list[list[str]] = []
+        if len(rendered):
+            try:
+                probe = VisibleGeometryProbe(str(library / row["path"]), float(row["scale"]),
+                                             str(row["up_axis"]))
+            except Exception as exc:  # noqa: BLE001 - a probe that cannot load is a failure
+                engine_fail.append(LOAD_FAILURE)
+                log(f"screen: {lid}: probe failed: {exc}")
+        for r in rendered.to_dict("records"):
+            d = root / r["path"]
+            clip = int(str(r["trajectory"]).split("_")[-1])
+            meta = json.loads((d / "meta.json").read_text())
+            m = {}
+            reasons: list[str] = []
+            if probe is not None:
+                m = measure_clip(probe, d, th)
+                walks = str(meta.get("character", {}).get("locomotion", "walk")) == "walk"
+                reasons = clip_reasons(m, th, walks)
+            reasons_per_clip.append(reasons)
+            sheet_clips.append((f"{r['trajectory']} {r['character_id']} "
+                                f"{' '.join(reasons) or 'ok'}", d))
+            clip_rows.append({"level_id": lid, "clip": clip, "character_id": r["character_id"],
+                              "stage1": "ok", "stage2": "ok", **m, "reasons": ",".join(reasons),
+                              "render_path": str(d.relative_to(out))})
+        for r in f1.to_dict("records"):
+            clip_rows.append({"level_id": lid, "clip": int(r["trajectory"]),
+                              "stage1": r["reason"], "stage2": "not_run",
+                              "reasons": NO_WALKABLE_REGION if r["reason"] ==
+                              "no_walkable_region" else LOAD_FAILURE})
+            sheet_clips.append((f"clip {r['trajectory']}: {r['reason']}", None))
+        for r in f2.to_dict("records"):
+            clip_rows.append({"level_id": lid, "clip": int(str(r["trajectory"]).split("_")[-1]),
+                              "stage1": "ok", "stage2": r["reason"], "reasons": LOAD_FAILURE})
+            sheet_clips.append((f"{r['trajectory']}: render {r['reason']}", None))
+        auto, reasons = level_verdict(reasons_per_clip, engine_fail, s.reject_clip_share)
+        rv = review.get(lid)
+        final = rv["verdict"] if rv else auto
+        sheet = out / "sheets" / f"{lid.replace('/', '__')}.png"
+        contact_sheet(lid, sheet_clips, final, reasons, sheet)
+        level_rows.append({"level_id": lid, "category": row.get("category"),
+                           "clips": s.clips, "clips_rendered": len(rendered),
+                           "auto_verdict": auto, "auto_reasons": ",".join(reasons),
+                           "review_verdict": rv["verdict"] if rv else None,
+                           "review_note": rv["note"] if rv else None, "verdict": final,
+                           "reasons": "" if final == "pass" and rv else ",".join(reasons),
+                           "contact_sheet": str(sheet.relative_to(out))})
+        log(f"screen: {lid}: {final}{' (review)' if rv else ''} {','.join(reasons)}")
+    clips_df = pd.DataFrame(clip_rows, columns=CLIP_COLUMNS).sort_values(
+        ["level_id", "clip"]).reset_index(drop=True)
+    return clips_df, pd.DataFrame(level_rows, columns=LEVEL_COLUMNS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wmforge screen", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--inventory", default="data/inventory")
+    ap.add_argument("--out", default="data/screen")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params, args.set)
+        review = read_review(Path(cfg.screen.review_file))
+    except (ConfigError, ReviewError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    clips, levels = screen_levels(cfg, Path(args.params), Path(args.inventory), out, review,
+                                  Path(cfg.library.root), args.set)
+    write_parquet(clips, out / "clips.parquet")
+    write_parquet(levels, out / "levels.parquet")
+    n = int((levels["verdict"] == "pass").sum())
+    print(f"screen: {n} of {len(levels)} levels renderable → {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

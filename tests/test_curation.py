@@ -1,0 +1,246 @@
+"""Curation on the real engine: renderability screening (each detector tripped by a sample
+level built to trip it), luminance and aesthetic scoring, selection, persistent pools."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from stages.config import SelectConfig, load_params
+from stages.core.trajectory import VIEWS
+from stages.inventory import run_inventory, write_parquet
+from stages.media.video import read_frames
+from stages.pools import assign, build_pools, pass_order
+from stages.quality.scorers import BrisqueScorer, ScorerError, luminance
+from stages.score import score_videos
+from stages.screen import ReviewError, read_review, screen_levels
+from stages.select import main as select_main
+from stages.select import select_levels
+
+TRAPS = {"QATraps/InvisibleFloor": "hovering", "QATraps/GhostHedges": "interpenetration",
+         "QATraps/SpikeField": "no_walkable_region", "QATraps/MissingBuffers": "load_failure"}
+GOOD = "NatureValley/AlpineMeadow"
+SMALL = ["screen.clips=2", "screen.clip_s=1.0", "screen.width=96", "screen.height=54",
+         "screen.characters=[CharacterPack/Alex]"]
+
+
+@pytest.fixture(scope="module")
+def screened(sample_library, tmp_path_factory):
+    base = tmp_path_factory.mktemp("screen")
+    overrides = SMALL + [f"library.root={sample_library}"]
+    cfg = load_params(overrides=overrides)
+    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
+    lv = inv.levels[inv.levels["level_id"].isin([*TRAPS, GOOD])]
+    assert len(lv) == 5 and lv["enabled"].all()  # the inventory cannot tell: only the engine can
+    write_parquet(lv, base / "inv" / "levels.parquet")
+    write_parquet(inv.characters, base / "inv" / "characters.parquet")
+    from stages.config import PARAMS_PATH
+
+    clips, levels = screen_levels(cfg, PARAMS_PATH, base / "inv", base / "out", {},
+                                  sample_library, overrides)
+    return cfg, base, clips, levels, overrides
+
+
+def test_each_detector_trips_on_the_level_built_for_it_and_a_good_level_passes(screened):
+    _, base, clips, levels, _ = screened
+    by = levels.set_index("level_id")
+    assert by.loc[GOOD, "verdict"] == "pass" and by.loc[GOOD, "reasons"] == ""
+    for lid, reason in TRAPS.items():
+        assert by.loc[lid, "verdict"] == "fail", lid
+        assert by.loc[lid, "auto_reasons"].split(",") == [reason], (lid, by.loc[lid])
+    c = clips.set_index(["level_id", "clip"])
+    # the measurements behind the verdicts
+    floor = clips[clips["level_id"] == "QATraps/InvisibleFloor"]
+    assert (floor["median_gap_m"] > 0.7).all() and (floor["hover_gap_share"] > 0.9).all()
+    hedges = clips[clips["level_id"] == "QATraps/GhostHedges"]
+    assert (hedges["max_penetration_m"] > 0.3).any()
+    good = clips[clips["level_id"] == GOOD]
+    assert len(good) == 2 and (good["max_penetration_m"] < 0.05).all()
+    assert (good["median_gap_m"].abs() < 0.1).all()
+    assert c.loc[("QATraps/SpikeField", 0), "stage1"] == "no_walkable_region"
+    assert "MissingBuffers.bin" in str(levels.set_index("level_id").loc[
+        "QATraps/MissingBuffers", "reasons"]) or (clips["level_id"] ==
+                                                  "QATraps/MissingBuffers").any()
+    for lid in [*TRAPS, GOOD]:
+        png = base / "out" / by.loc[lid, "contact_sheet"]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", lid
+
+
+def test_review_file_overrides_the_automatic_verdict(screened, sample_library, tmp_path):
+    cfg, base, _, _, overrides = screened
+    review = tmp_path / "screen.yaml"
+    review.write_text("overrides:\n  QATraps/InvisibleFloor: {verdict: pass, note: 'glass "
+                      "bridge, intended'}\n  NatureValley/AlpineMeadow: {verdict: fail, note: "
+                      "texture flicker}\n")
+    from stages.config import PARAMS_PATH
+
+    _, levels = screen_levels(cfg, PARAMS_PATH, base / "inv", base / "out", read_review(review),
+                              sample_library, overrides)
+    by = levels.set_index("level_id")
+    assert by.loc["QATraps/InvisibleFloor", "auto_verdict"] == "fail"
+    assert by.loc["QATraps/InvisibleFloor", "verdict"] == "pass"
+    assert by.loc["QATraps/InvisibleFloor", "review_note"] == "glass bridge, intended"
+    assert by.loc[GOOD, "verdict"] == "fail" and by.loc[GOOD, "auto_verdict"] == "pass"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("overrides:\n  Some/Level: {verdict: maybe}\n")
+    with pytest.raises(ReviewError, match=r"bad.yaml.*Some/Level.*pass\|fail"):
+        read_review(bad)
+
+
+def test_luminance_and_brisque_per_view_and_a_broken_video_is_a_row(screened, tmp_path):
+    _, base, clips, _, _ = screened
+    d = base / "out" / clips[clips["level_id"] == GOOD]["render_path"].iloc[0]
+    videos = [{"level_id": GOOD, "clip": 0, "view": v, "video": d / f"{v}.mp4"} for v in VIEWS]
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 500)
+    videos.append({"level_id": GOOD, "clip": 1, "view": "back", "video": broken})
+    table = score_videos(videos, BrisqueScorer(), 4)
+    assert table["ok"].tolist() == [True] * 5 + [False]
+    assert table["reason"].iloc[-1].startswith("decode_failed")
+    frames = read_frames(d / "back.mp4")
+    picks = [frames[round(i * (len(frames) - 1) / 3)] for i in range(4)]
+    want = [float((f.astype(np.float64) @ np.array([0.2126, 0.7152, 0.0722])).mean())
+            for f in picks]
+    row = table.iloc[0]
+    assert row["frames_sampled"] == 4
+    assert row["lum_mean"] == pytest.approx(np.mean(want))
+    assert row["lum_min"] == pytest.approx(min(want)) and row["lum_max"] == pytest.approx(
+        max(want))
+    assert 0 < row["aes"] < 150
+    assert luminance(np.full((4, 4, 3), 255, np.uint8)) == pytest.approx(255)
+
+
+def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(tmp_path):
+    """Random weights in exactly the published layouts (open_clip ViT-L-14-quickgelu state
+    dict; the MLP's layers.0/2/4/6/7), loaded from a local directory as in production."""
+    torch = pytest.importorskip("torch")
+    open_clip = pytest.importorskip("open_clip")
+    from stages.quality.scorers import LaionAestheticScorer, laion_mlp
+
+    wd = tmp_path / "weights"
+    wd.mkdir()
+    with pytest.raises(ScorerError, match=r"open_clip_pytorch_model.bin.*sac\+logos"):
+        LaionAestheticScorer(wd, "open_clip_pytorch_model.bin",
+                             "sac+logos+ava1-l14-linearMSE.pth")
+    torch.manual_seed(0)
+    clip = open_clip.create_model("ViT-L-14-quickgelu", pretrained=None)
+    torch.save(clip.state_dict(), wd / "open_clip_pytorch_model.bin")
+    mlp = laion_mlp()
+    state = mlp.state_dict()
+    assert sorted({k.rsplit(".", 1)[0] for k in state}) == [
+        "layers.0", "layers.2", "layers.4", "layers.6", "layers.7"]
+    torch.save(state, wd / "sac+logos+ava1-l14-linearMSE.pth")
+    sc = LaionAestheticScorer(wd, "open_clip_pytorch_model.bin",
+                              "sac+logos+ava1-l14-linearMSE.pth", batch_size=2)
+    rng = np.random.default_rng(0)
+    imgs = [rng.integers(0, 255, (54, 96, 3), dtype=np.uint8) for _ in range(3)]
+    got = sc.score(imgs)
+    # the same numbers by hand: embed, L2-normalise, MLP
+    from PIL import Image
+
+    clip.eval()
+    mlp.eval()
+    with torch.inference_mode():
+        x = torch.stack([sc.preprocess(Image.fromarray(i)) for i in imgs])
+        f = clip.encode_image(x).float()
+        want = mlp(f / f.norm(dim=-1, keepdim=True)).squeeze(-1).tolist()
+    assert got == pytest.approx(want, abs=1e-4)
+    torch.save({"fc.weight": torch.zeros(1)}, wd / "wrong.pth")
+    with pytest.raises(ScorerError, match="layers.0"):
+        LaionAestheticScorer(wd, "open_clip_pytorch_model.bin", "wrong.pth")
+
+
+def _views(rows):
+    return pd.DataFrame(rows, columns=["level_id", "clip", "view", "aes", "lum_mean", "ok"])
+
+
+def test_select_thresholds_and_level_pass_share():
+    screen = pd.DataFrame({"level_id": ["A/a", "B/b", "C/c"], "verdict": ["pass", "pass", "fail"],
+                           "reasons": ["", "", "hovering"]})
+    views = _views([("A/a", 0, v, 6.0 if i < 2 else 5.0, 80.0, True)
+                    for i, v in enumerate(VIEWS)] +
+                   [("B/b", 0, v, 6.5, 10.0 if i else 80.0, True) for i, v in enumerate(VIEWS)])
+    cfg = SelectConfig()
+    out = select_levels(views, screen, cfg, "laion").set_index("level_id")
+    assert out.loc["A/a", "pass_rate"] == pytest.approx(0.4) and out.loc["A/a", "retained"]
+    assert out.loc["B/b", "pass_rate"] == pytest.approx(0.2) and not out.loc["B/b", "retained"]
+    assert out.loc["C/c", "reason"] == "screen:hovering"
+    strict = select_levels(views, screen, SelectConfig(aes_min=6.2), "laion")
+    assert not strict["retained"].any()
+    # BRISQUE: lower is better, its own bar
+    bq = views.assign(aes=20.0)
+    assert select_levels(bq, screen, SelectConfig(brisque_max=30), "brisque").set_index(
+        "level_id").loc["A/a", "retained"]
+    assert not select_levels(bq, screen, SelectConfig(brisque_max=10), "brisque")[
+        "retained"].any()
+
+
+def test_all_levels_rejected_stops_at_select_naming_the_threshold(tmp_path, capsys):
+    screen = pd.DataFrame({"level_id": ["A/a", "B/b"], "verdict": ["pass", "fail"],
+                           "reasons": ["", "load_failure"]})
+    views = _views([("A/a", 0, v, 60.0, 80.0, True) for v in VIEWS])
+    write_parquet(views, tmp_path / "views.parquet")
+    write_parquet(screen, tmp_path / "levels.parquet")
+    rc = select_main(["--views", str(tmp_path / "views.parquet"), "--screen",
+                      str(tmp_path / "levels.parquet"), "--out", str(tmp_path / "sel"),
+                      "-S", "score.scorer=brisque", "-S", "select.brisque_max=45"])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "all 2 levels rejected" in err
+    assert "select.brisque_max=45.0 alone rejects 1 of 1" in err
+    assert "select.lum_min=25.0 alone rejects 0 of 1" in err
+    assert "1 of 2 levels failed screening" in err
+    m = json.loads((tmp_path / "sel" / "metrics.json").read_text())
+    assert m["retained"] == 0 and m["levels_in"] == 2
+
+
+def test_pools_are_stable_under_level_and_node_changes():
+    levels = [f"P{i // 10}/L{i:03d}" for i in range(400)]
+    nodes = [f"node{i}" for i in range(4)]
+    a = assign(levels, nodes)
+    sizes = pd.Series(a).value_counts()
+    assert sizes.min() > 60  # balanced enough: 100 expected per node
+    # adding or removing one level moves only that level
+    b = assign(levels + ["P9/New"], nodes)
+    assert {k: v for k, v in b.items() if k != "P9/New"} == a
+    c = assign(levels[1:], nodes)
+    assert all(c[k] == a[k] for k in c)
+    # adding a node moves only levels onto it, about 1/5 of them
+    d = assign(levels, nodes + ["node4"])
+    moved = [k for k in levels if d[k] != a[k]]
+    assert all(d[k] == "node4" for k in moved)
+    assert 0.1 < len(moved) / len(levels) < 0.3
+    # removing a node moves only that node's levels
+    e = assign(levels, nodes[:3])
+    assert [k for k in levels if e[k] != a[k]] == [k for k in levels if a[k] == "node3"]
+    # every pass visits the same levels in its own order; a seed gives the same order again
+    pools = build_pools(levels, nodes, 3, seed=0)
+    n0 = pools[pools["node"] == "node0"]
+    orders = [n0[n0["pass"] == p].sort_values("position")["level_id"].tolist()
+              for p in range(3)]
+    assert sorted(orders[0]) == sorted(orders[1]) == sorted(orders[2])
+    assert orders[0] != orders[1] != orders[2]
+    assert pass_order(orders[0], "node0", 1, 0) == orders[1]
+    assert build_pools(levels, nodes, 3, seed=0).equals(pools)
+
+
+def test_pools_stage_binds_each_node_to_one_pool(tmp_path):
+    sel = pd.DataFrame({"level_id": [f"P/L{i}" for i in range(12)],
+                        "retained": [i % 4 != 0 for i in range(12)]})
+    write_parquet(sel, tmp_path / "levels.parquet")
+    r = subprocess.run([sys.executable, "-m", "stages.pools", "--select",
+                        str(tmp_path / "levels.parquet"), "--out", str(tmp_path),
+                        "-S", "cluster.nodes=[a,b,c]", "-S", "cluster.passes=2"],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    pools = pd.read_parquet(tmp_path / "pools.parquet")
+    p0 = pools[pools["pass"] == 0]
+    assert sorted(p0["level_id"]) == sorted(sel[sel["retained"]]["level_id"])
+    assert p0.groupby("level_id")["node"].nunique().max() == 1  # one pool per level
+    assert set(p0["node"]) <= {"a", "b", "c"}
