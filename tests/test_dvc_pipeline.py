@@ -1,8 +1,10 @@
 """Real DVC on a throw-away clone of this repository: repro, no-op repro, exp run -S."""
 
+import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -59,3 +61,58 @@ def test_exp_run_set_param_changes_output(clone):
     assert after.loc["OpenWorldMega/Continent", "kind"] == "persistent"
     assert bool(after.loc["OpenWorldMega/Continent", "enabled"])
     assert "max_extent_m: 5000" in (work / "params.yaml").read_text()
+
+
+def _git_commit(work, env, msg):
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], work, env)
+    _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg,
+          "--allow-empty"], work, env)
+
+
+def test_threshold_change_reruns_only_select_and_after(clone):
+    work, env = clone
+    _run(["dvc", "repro"], work, env)
+    _git_commit(work, env, "pipeline outputs")
+    out = _run(["dvc", "exp", "run", "-S", "select.brisque_max=40"], work, env)
+    for stage in ("sample_library", "inventory", "screen", "score"):
+        assert f"Running stage '{stage}'" not in out, stage
+    assert "Running stage 'select'" in out
+    m = json.loads((work / "data/select/metrics.json").read_text())
+    assert m["thresholds"]["brisque_max"] == 40.0
+
+
+def test_sweep_queue_shows_retained_levels_per_threshold(clone):
+    """The README's sweep: dvc exp run --queue -S 'select.brisque_max=…' then dvc queue start;
+    dvc exp show lists the retained-level count per threshold."""
+    work, env = clone
+    _run(["dvc", "repro"], work, env)
+    _git_commit(work, env, "pipeline outputs for the sweep")
+    _run(["dvc", "exp", "run", "--queue", "-S", "select.brisque_max=30,70"], work, env)
+    _run(["dvc", "queue", "start", "-j", "1"], work, env)
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        status = _run(["dvc", "queue", "status"], work, env)
+        if "Queued" not in status and "Running" not in status:
+            break
+        time.sleep(5)
+    assert "Failed" not in status, status
+    shown = json.loads(_run(["dvc", "exp", "show", "--json"], work, env))
+    retained = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            data = node.get("data") or {}
+            params = ((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}
+            metrics = ((data.get("metrics") or {}).get("data/select/metrics.json") or {}
+                       ).get("data") or {}
+            if params and metrics and (node.get("name") or node.get("rev")) != "workspace":
+                retained[params["select"]["brisque_max"]] = metrics["retained"]
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(shown)
+    assert 30.0 in retained and 70.0 in retained, retained
+    assert retained[30.0] < retained[70.0]
