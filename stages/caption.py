@@ -8,7 +8,6 @@ per-view captions stay grounded. Output: ``data/captions/captions.parquet``, one
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -16,11 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, WmforgeConfig, load_params
+from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.grounded_caption import grounded_captions
 from .inventory import write_parquet
+from .stage_args import stage_args
 
 COLUMNS = ["key", "level_id", "trajectory", "start_frame", "end_frame", "fps", "backend",
            "caption", *[f"caption_{v}" for v in VIEWS], "keyframes_json", "phrases_json"]
@@ -89,18 +89,11 @@ def caption_clips(clips: list[Clip], levels: pd.DataFrame, characters: pd.DataFr
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge caption", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--renders", default="data/renders")
-    ap.add_argument("--inventory", default="data/inventory")
-    ap.add_argument("--out", default="data/captions")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    try:
-        cfg = load_params(args.params, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parsed = stage_args("wmforge caption", __doc__, argv, {
+        "renders": "data/renders", "inventory": "data/inventory", "out": "data/captions"})
+    if parsed is None:
         return 2
+    args, cfg = parsed
     from .datasets.vlm_caption import VLMError
 
     renders = Path(args.renders)

@@ -3,27 +3,25 @@ episode per clip; the clip caption is the episode's task text)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, load_params
+from .config import ConfigError
 from .datasets.clip_spans import ClipError, list_clips
 from .datasets.lerobot_v3 import export_lerobot
+from .stage_args import stage_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge lerobot", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--renders", default="data/renders")
-    ap.add_argument("--captions", default="data/captions/captions.parquet")
-    ap.add_argument("--out", default="data/lerobot")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
+    parsed = stage_args("wmforge lerobot", __doc__, argv, {
+        "renders": "data/renders", "captions": "data/captions/captions.parquet",
+        "out": "data/lerobot"})
+    if parsed is None:
+        return 2
+    args, cfg = parsed
     try:
-        cfg = load_params(args.params, args.set)
         renders = Path(args.renders)
         clips = list_clips(renders, pd.read_parquet(renders / "index.parquet"),
                            cfg.clips.clip_s, cfg.clips.min_clip_s)

@@ -11,7 +11,6 @@ Output ``pools.parquet``: level_id, node, pass, position.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import random
 import sys
@@ -20,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, load_params
 from .inventory import write_parquet
+from .stage_args import stage_args
 
 COLUMNS = ["level_id", "node", "pass", "position"]
 
@@ -66,17 +65,11 @@ def pool_levels(pools: pd.DataFrame, node: str = "", pass_index: int = 0) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge pools", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--select", default="data/select/levels.parquet")
-    ap.add_argument("--out", default="data/pools")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    try:
-        cfg = load_params(args.params, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parsed = stage_args("wmforge pools", __doc__, argv, {
+        "select": "data/select/levels.parquet", "out": "data/pools"})
+    if parsed is None:
         return 2
+    args, cfg = parsed
     sel = pd.read_parquet(args.select)
     levels = sorted(sel[sel["retained"].astype(bool)]["level_id"].astype(str))
     pools = build_pools(levels, list(cfg.cluster.nodes), cfg.cluster.passes, cfg.seed)

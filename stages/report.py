@@ -9,7 +9,6 @@ per level (a top-down map of the visited cells).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -18,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import ConfigError, load_params
 from .core.actions import ACTIONS, NON_FORWARD
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.grounded_caption import holds
+from .stage_args import stage_args
 
 PAPER_NON_FORWARD_SHARE = 0.466
 
@@ -229,19 +228,12 @@ def dataset_card(m: dict, plots: list[str], params: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge report", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--renders", default="data/renders")
-    ap.add_argument("--trajectories", default="data/trajectories")
-    ap.add_argument("--inventory", default="data/inventory")
-    ap.add_argument("--out", default="data/report")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    try:
-        cfg = load_params(args.params, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parsed = stage_args("wmforge report", __doc__, argv, {
+        "renders": "data/renders", "trajectories": "data/trajectories",
+        "inventory": "data/inventory", "out": "data/report"})
+    if parsed is None:
         return 2
+    args, cfg = parsed
     from dataclasses import asdict
 
     renders, out = Path(args.renders), Path(args.out)

@@ -10,18 +10,18 @@ re-runs this stage. A view whose video does not decode is a row with ``ok`` fals
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, WmforgeConfig, load_params
+from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .inventory import write_parquet
 from .quality.sample_clips import clip_render_config, run_clips
 from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
+from .stage_args import stage_args
 
 COLUMNS = ["level_id", "clip", "view", "scorer", "aes", "lum_mean", "lum_min", "lum_max",
            "frames_sampled", "ok", "reason", "video"]
@@ -89,15 +89,13 @@ def score_levels(cfg: WmforgeConfig, params: Path, inventory: Path, screen_level
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge score", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--inventory", default="data/inventory")
-    ap.add_argument("--screen", default="data/screen/levels.parquet")
-    ap.add_argument("--out", default="data/score")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
+    parsed = stage_args("wmforge score", __doc__, argv, {
+        "inventory": "data/inventory", "screen": "data/screen/levels.parquet",
+        "out": "data/score"})
+    if parsed is None:
+        return 2
+    args, cfg = parsed
     try:
-        cfg = load_params(args.params, args.set)
         table = score_levels(cfg, Path(args.params), Path(args.inventory),
                              pd.read_parquet(args.screen), Path(args.out), args.set)
     except (ConfigError, ScorerError) as exc:

@@ -18,7 +18,6 @@ review file (``screen.review_file``) whose entries override the automatic verdic
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .config import ConfigError, WmforgeConfig, load_params
+from .config import ConfigError, WmforgeConfig
 from .inventory import write_parquet
 from .quality.renderability import (
     LOAD_FAILURE,
@@ -37,6 +36,7 @@ from .quality.renderability import (
     level_verdict,
 )
 from .quality.sample_clips import clip_render_config, run_clips
+from .stage_args import stage_args
 
 CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",
                 "airborne_walk_share", "hover_gap_share", "median_gap_m", "penetration_share",
@@ -209,14 +209,12 @@ def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge screen", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--inventory", default="data/inventory")
-    ap.add_argument("--out", default="data/screen")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
+    parsed = stage_args("wmforge screen", __doc__, argv, {
+        "inventory": "data/inventory", "out": "data/screen"})
+    if parsed is None:
+        return 2
+    args, cfg = parsed
     try:
-        cfg = load_params(args.params, args.set)
         review = read_review(Path(cfg.screen.review_file))
     except (ConfigError, ReviewError) as exc:
         print(f"error: {exc}", file=sys.stderr)

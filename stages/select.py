@@ -11,7 +11,6 @@ saying which threshold rejected how many levels.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .config import ConfigError, SelectConfig, load_params
+from .config import SelectConfig
 from .inventory import write_parquet
+from .stage_args import stage_args
 
 COLUMNS = ["level_id", "verdict", "retained", "reason", "views", "views_passed", "pass_rate",
            "aes_mean", "lum_mean", "screen_reasons"]
@@ -142,18 +142,12 @@ def threshold_curve(views: pd.DataFrame, screen: pd.DataFrame, cfg: SelectConfig
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge select", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--views", default="data/score/views.parquet")
-    ap.add_argument("--screen", default="data/screen/levels.parquet")
-    ap.add_argument("--out", default="data/select")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    try:
-        cfg = load_params(args.params, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parsed = stage_args("wmforge select", __doc__, argv, {
+        "views": "data/score/views.parquet", "screen": "data/screen/levels.parquet",
+        "out": "data/select"})
+    if parsed is None:
         return 2
+    args, cfg = parsed
     views, screen = pd.read_parquet(args.views), pd.read_parquet(args.screen)
     scorer = cfg.score.scorer
     levels = select_levels(views, screen, cfg.select, scorer)

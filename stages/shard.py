@@ -10,7 +10,6 @@ a fixed mtime, owner and mode, so the same inputs give byte-identical shards.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -18,12 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .config import ConfigError, ShardConfig, load_params
+from .config import ShardConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.samples import clip_frames, dump_json, parquet_bytes, sample_json, view_video
 from .datasets.tar_shards import ShardWriter
 from .inventory import write_parquet
+from .stage_args import stage_args
 
 INDEX_COLUMNS = ["key", "shard", "level_id", "category", "trajectory", "character_id",
                  "start_frame", "frames", "duration_s", "fps", "width", "height", "bytes"]
@@ -80,19 +80,12 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge shard", description=__doc__.splitlines()[0])
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--renders", default="data/renders")
-    ap.add_argument("--captions", default="data/captions/captions.parquet")
-    ap.add_argument("--inventory", default="data/inventory")
-    ap.add_argument("--out", default="data/shards")
-    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    try:
-        cfg = load_params(args.params, args.set)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    parsed = stage_args("wmforge shard", __doc__, argv, {
+        "renders": "data/renders", "captions": "data/captions/captions.parquet",
+        "inventory": "data/inventory", "out": "data/shards"})
+    if parsed is None:
         return 2
+    args, cfg = parsed
     renders, out = Path(args.renders), Path(args.out)
     index = pd.read_parquet(renders / "index.parquet")
     levels = pd.read_parquet(Path(args.inventory) / "levels.parquet")

@@ -32,6 +32,20 @@ def clone(tmp_path_factory):
             shutil.copy2(REPO / f, work / f)
     env = dict(os.environ, DVC_NO_ANALYTICS="1",
                PATH=f"{Path(os.sys.executable).parent}:{os.environ['PATH']}")
+    # the same pipeline on shorter, smaller clips, so the whole chain runs in a few minutes:
+    # edit conf/ (dvc exp run recomposes params.yaml from it) and recompose
+    for rel, old, new in (("conf/trajectories/sample.yaml", "frames: 150", "frames: 45"),
+                          ("conf/render/sample.yaml", "width: 320", "width: 160"),
+                          ("conf/render/sample.yaml", "height: 180", "height: 90"),
+                          ("conf/render/sample.yaml", "spatial_samples: 2", "spatial_samples: 1"),
+                          ("conf/render/sample.yaml", "temporal_samples: 2",
+                           "temporal_samples: 1"),
+                          ("conf/screen/sample.yaml", "clip_s: 2.0", "clip_s: 1.0"),
+                          ("conf/score/sample.yaml", "clip_s: 2.0", "clip_s: 1.0")):
+        text = (work / rel).read_text()
+        assert old in text, (rel, old)
+        (work / rel).write_text(text.replace(old, new))
+    _run([os.sys.executable, "-m", "stages.cli", "params"], work, env)
     _run(["git", "init", "-q", "-b", "main"], work, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], work, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"], work, env)
@@ -51,34 +65,10 @@ def test_repro_twice_then_noop(clone):
     assert any((work.parent / "dvc-remote-wmforge").rglob("*"))
 
 
-def test_exp_run_set_param_changes_output(clone):
-    work, env = clone
-    _run(["dvc", "repro"], work, env)
-    before = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
-    assert before.loc["OpenWorldMega/Continent", "kind"] == "partitioned"
-    _run(["dvc", "exp", "run", "-S", "inventory.max_extent_m=5000"], work, env)
-    after = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
-    assert after.loc["OpenWorldMega/Continent", "kind"] == "persistent"
-    assert bool(after.loc["OpenWorldMega/Continent", "enabled"])
-    assert "max_extent_m: 5000" in (work / "params.yaml").read_text()
-
-
 def _git_commit(work, env, msg):
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], work, env)
     _run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", msg,
           "--allow-empty"], work, env)
-
-
-def test_threshold_change_reruns_only_select_and_after(clone):
-    work, env = clone
-    _run(["dvc", "repro"], work, env)
-    _git_commit(work, env, "pipeline outputs")
-    out = _run(["dvc", "exp", "run", "-S", "select.brisque_max=40"], work, env)
-    for stage in ("sample_library", "inventory", "screen", "score"):
-        assert f"Running stage '{stage}'" not in out, stage
-    assert "Running stage 'select'" in out
-    m = json.loads((work / "data/select/metrics.json").read_text())
-    assert m["thresholds"]["brisque_max"] == 40.0
 
 
 def test_sweep_queue_shows_retained_levels_per_threshold(clone):
@@ -96,6 +86,14 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
             break
         time.sleep(5)
     assert "Failed" not in status, status
+    # a threshold re-runs select and what follows, never screening or scoring
+    names = [ln.split()[0] for ln in status.splitlines()[1:] if "Success" in ln]
+    assert len(names) == 2, status
+    for name in names:
+        log = _run(["dvc", "queue", "logs", name], work, env)
+        assert "Running stage 'select'" in log, log[-2000:]
+        for stage in ("sample_library", "inventory", "screen", "score"):
+            assert f"Running stage '{stage}'" not in log, (name, stage)
     shown = json.loads(_run(["dvc", "exp", "show", "--json"], work, env))
     retained = {}
 
@@ -116,3 +114,15 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
     walk(shown)
     assert 30.0 in retained and 70.0 in retained, retained
     assert retained[30.0] < retained[70.0]
+
+
+def test_exp_run_set_param_changes_output(clone):
+    work, env = clone
+    _run(["dvc", "repro"], work, env)
+    before = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
+    assert before.loc["OpenWorldMega/Continent", "kind"] == "partitioned"
+    _run(["dvc", "exp", "run", "-S", "inventory.max_extent_m=5000"], work, env)
+    after = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
+    assert after.loc["OpenWorldMega/Continent", "kind"] == "persistent"
+    assert bool(after.loc["OpenWorldMega/Continent", "enabled"])
+    assert "max_extent_m: 5000" in (work / "params.yaml").read_text()

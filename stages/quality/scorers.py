@@ -150,15 +150,39 @@ class LaionAestheticScorer:
         mlp.load_state_dict(state)
         self.mlp = mlp.to(device).eval()
 
+    def _gpu_batch(self, images: Sequence[np.ndarray]) -> Any:
+        """open_clip's preprocessing (shortest side to 224, bicubic; centre crop; OpenAI
+        mean/std) done on the GPU: PIL on the CPU cannot feed a GPU at 1,000 views/s."""
+        import torch
+        import torch.nn.functional as F
+        from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
+
+        x = torch.from_numpy(np.stack(images)).to(self.device, non_blocking=True)
+        x = x.permute(0, 3, 1, 2).float() / 255.0
+        h, w = x.shape[-2:]
+        s = 224 / min(h, w)
+        x = F.interpolate(x, size=(max(224, round(h * s)), max(224, round(w * s))),
+                          mode="bicubic", antialias=True, align_corners=False)
+        top, left = (x.shape[-2] - 224) // 2, (x.shape[-1] - 224) // 2
+        x = x[..., top:top + 224, left:left + 224].clamp(0, 1)
+        mean = torch.tensor(OPENAI_DATASET_MEAN, device=self.device).view(1, 3, 1, 1)
+        std = torch.tensor(OPENAI_DATASET_STD, device=self.device).view(1, 3, 1, 1)
+        return (x - mean) / std
+
     def embed(self, images: Sequence[np.ndarray]) -> Any:
         import torch
         from PIL import Image
 
+        cuda = str(self.device).startswith("cuda")
         feats = []
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16, enabled=cuda):
             for i in range(0, len(images), self.batch_size):
-                batch = torch.stack([self.preprocess(Image.fromarray(im))
-                                     for im in images[i:i + self.batch_size]]).to(self.device)
+                chunk = images[i:i + self.batch_size]
+                if cuda and len({im.shape for im in chunk}) == 1:
+                    batch = self._gpu_batch(chunk)
+                else:
+                    batch = torch.stack([self.preprocess(Image.fromarray(im))
+                                         for im in chunk]).to(self.device)
                 f = self.model.encode_image(batch).float()
                 feats.append(f / f.norm(dim=-1, keepdim=True))
         return torch.cat(feats)
