@@ -31,7 +31,8 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.DataFrame,
-                    traj_fail: pd.DataFrame, render_index: pd.DataFrame, cell_m: float
+                    traj_fail: pd.DataFrame, render_index: pd.DataFrame, cell_m: float,
+                    screen: pd.DataFrame | None = None, select: pd.DataFrame | None = None
                     ) -> tuple[dict, dict]:
     """(metrics, plot data) from the clips and the stage outputs."""
     actions: list[str] = []
@@ -77,6 +78,11 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
         "paper_non_forward_share": PAPER_NON_FORWARD_SHARE,
         "mean_hold_s": round(float(np.mean(hold_s)) if hold_s else 0.0, 6),
         "pass_rate": {
+            **({"screening": round(float((screen["verdict"] == "pass").mean()), 6)}
+               if screen is not None and len(screen) else {}),
+            **({"selection": round(float(select["retained"].astype(bool).sum()) /
+                                   max(1, int((select["views"] > 0).sum())), 6)}
+               if select is not None and len(select) else {}),
             "stage1": round(1 - t_fail / max(1, t_fail + rendered + r_fail), 6),
             "stage2": round(rendered / max(1, rendered + r_fail), 6),
             "aligned_fraction_mean": round(float(render_index["aligned_fraction"].mean())
@@ -230,7 +236,8 @@ def dataset_card(m: dict, plots: list[str], params: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parsed = stage_args("wmforge report", __doc__, argv, {
         "renders": "data/renders", "trajectories": "data/trajectories",
-        "inventory": "data/inventory", "out": "data/report"})
+        "inventory": "data/inventory", "screen": "data/screen/levels.parquet",
+        "select": "data/select/levels.parquet", "out": "data/report"})
     if parsed is None:
         return 2
     args, cfg = parsed
@@ -247,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     m, data = dataset_metrics(clips, _read(Path(args.inventory) / "levels.parquet"),
                               _read(renders / "failures.parquet"),
                               _read(Path(args.trajectories) / "failures.parquet"), index,
-                              cfg.report.coverage_cell_m)
+                              cfg.report.coverage_cell_m, _read(Path(args.screen)),
+                              _read(Path(args.select)))
     card = out / "card"
     card.mkdir(parents=True, exist_ok=True)
     plots = write_plots(m, data, card, cfg.report.coverage_cell_m) if clips else []

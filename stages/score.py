@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .inventory import write_parquet
-from .quality.sample_clips import clip_render_config, run_clips
 from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
 from .stage_args import stage_args
 

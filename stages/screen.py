@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .inventory import write_parquet
 from .quality.renderability import (
@@ -35,7 +36,6 @@ from .quality.renderability import (
     clip_reasons,
     level_verdict,
 )
-from .quality.sample_clips import clip_render_config, run_clips
 from .stage_args import stage_args
 
 CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",

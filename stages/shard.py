@@ -36,7 +36,8 @@ def _row(df: pd.DataFrame, col: str, value: str) -> dict:
 
 
 def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame,
-                 out: Path, cfg: ShardConfig) -> pd.DataFrame:
+                 out: Path, cfg: ShardConfig, selection: pd.DataFrame | None = None,
+                 scorer: str | None = None) -> pd.DataFrame:
     """Write the shards under ``out`` (old shards there are removed first) and return the
     index. A clip without a caption is an error naming the clip: captions must be current."""
     import json
@@ -59,7 +60,10 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
             cap = {str(k): v for k, v in by_key.loc[clip.key].to_dict().items()}
             cap["key"] = clip.key
             level = _row(levels, "level_id", clip.level_id)
-            doc = sample_json(clip, frames, cams, cap, level, meta)
+            sel = _row(selection, "level_id", clip.level_id) if selection is not None else {}
+            if sel:
+                sel["scorer"] = scorer
+            doc = sample_json(clip, frames, cams, cap, level, meta, sel or None)
             members: list[tuple[str, bytes | Path]] = [
                 (f"{v}.mp4", view_video(clip, v, scratch)) for v in VIEWS]
             members += [("json", dump_json(doc)), ("txt", (cap["caption"] + "\n").encode()),
@@ -82,7 +86,8 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
 def main(argv: list[str] | None = None) -> int:
     parsed = stage_args("wmforge shard", __doc__, argv, {
         "renders": "data/renders", "captions": "data/captions/captions.parquet",
-        "inventory": "data/inventory", "out": "data/shards"})
+        "inventory": "data/inventory", "select": "data/select/levels.parquet",
+        "out": "data/shards"})
     if parsed is None:
         return 2
     args, cfg = parsed
@@ -92,7 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     captions = pd.read_parquet(args.captions)
     try:
         clips = list_clips(renders, index, cfg.clips.clip_s, cfg.clips.min_clip_s)
-        table = write_shards(clips, captions, levels, out, cfg.shard)
+        sel_path = Path(args.select)
+        selection = pd.read_parquet(sel_path) if sel_path.is_file() else None
+        table = write_shards(clips, captions, levels, out, cfg.shard, selection,
+                             cfg.score.scorer)
     except ClipError as exc:
         print(f"error: {exc}", file=sys.stderr)
         shutil.rmtree(out, ignore_errors=True)

@@ -346,3 +346,17 @@ def test_report_metrics_match_the_recorded_actions_and_plots_are_written(rendere
         data = (out / "card" / f"{png}.png").read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 3000, png
         assert f"({png}.png)" in card
+
+
+def test_quality_score_is_the_levels_selection_pass_rate(clips, captions, inventory, tmp_path):
+    import webdataset as wds
+
+    sel = pd.DataFrame({"level_id": ["NatureValley/AlpineMeadow"], "pass_rate": [0.6],
+                        "aes_mean": [41.5], "lum_mean": [60.2], "retained": [True]})
+    write_shards(clips[:1], captions, inventory.levels, tmp_path, load_params().shard, sel,
+                 "brisque")
+    s = next(iter(wds.WebDataset(str(tmp_path / "shard-000000.tar"), shardshuffle=False)))
+    meta = json.loads(s["json"])
+    assert meta["quality_score"] == 0.6
+    assert meta["quality"]["level_aes_mean"] == 41.5 and meta["quality"]["scorer"] == "brisque"
+    assert meta["quality"]["aligned_fraction"] >= 0.95

@@ -89,11 +89,13 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
     # a threshold re-runs select and what follows, never screening or scoring
     names = [ln.split()[0] for ln in status.splitlines()[1:] if "Success" in ln]
     assert len(names) == 2, status
-    for name in names:
-        log = _run(["dvc", "queue", "logs", name], work, env)
-        assert "Running stage 'select'" in log, log[-2000:]
+    logs = [_run(["dvc", "queue", "logs", name], work, env) for name in names]
+    # brisque_max=70 is the committed value: nothing to do; 30 re-runs select onwards
+    assert sum("Running stage 'select'" in log for log in logs) == 1, logs
+    for log in logs:
+        assert "Stage 'screen' didn't change" in log and "Stage 'score' didn't change" in log
         for stage in ("sample_library", "inventory", "screen", "score"):
-            assert f"Running stage '{stage}'" not in log, (name, stage)
+            assert f"Running stage '{stage}'" not in log, stage
     shown = json.loads(_run(["dvc", "exp", "show", "--json"], work, env))
     retained = {}
 

@@ -66,7 +66,7 @@ def _f(x: Any) -> float:
 
 
 def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: dict,
-                level: dict, meta: dict) -> dict:
+                level: dict, meta: dict, selection: dict | None = None) -> dict:
     """The JSON of one sample: the notes' schema (clip_id, duration, fps, resolution, camera
     fov and intrinsics, controls.action_sequence with one entry per frame, caption,
     quality_score), extended with per-view per-frame extrinsics, character poses and
@@ -110,10 +110,15 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
         "caption": caption.get("caption", ""),
         "captions": {v: caption.get(f"caption_{v}", "") for v in VIEWS},
         "caption_backend": caption.get("backend", ""),
-        # no visual-quality score exists before the score stage; the alignment gate's share of
-        # aligned frames is kept under "quality" and quality_score stays null until then
-        "quality_score": None,
-        "quality": {"aligned_fraction": alignment.get("aligned_fraction")},
+        # quality_score: the share of the level's scored views that passed selection (0..1;
+        # null when the pipeline ran without the select stage); the parts under "quality"
+        "quality_score": (round(float(selection["pass_rate"]), 6)
+                          if selection and selection.get("pass_rate") is not None else None),
+        "quality": {"aligned_fraction": alignment.get("aligned_fraction"),
+                    "level_view_pass_rate": (selection or {}).get("pass_rate"),
+                    "level_aes_mean": (selection or {}).get("aes_mean"),
+                    "level_lum_mean": (selection or {}).get("lum_mean"),
+                    "scorer": (selection or {}).get("scorer")},
         "views": views,
         "character": {"id": meta.get("character_id"), "poses": poses},
         "source": {"level_id": clip.level_id, "level_category": level.get("category"),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import RenderConfig, WmforgeConfig
-from ..render import run_render
+from .config import RenderConfig, WmforgeConfig
+from .render import run_render
 
 STAGE1_FAIL_COLUMNS = ["level_id", "trajectory", "reason", "detail"]
 
