@@ -132,7 +132,11 @@ def test_sample_library_kinds(sample_library):
                  "SciFiOutpost/Outpost", "CastleCourtyard/Courtyard", "DesertCanyon/Canyon"}
     real = {"Panda3DSamples/environment", "PyBulletData/samurai_monastry",
             "PyBulletData/stadium", "PyBulletData/terrain"}
-    assert persistent == generated | real
+    # built to fail renderability screening: the inventory (file system + model headers)
+    # cannot tell them from good levels; only the engine can (tests/test_curation.py)
+    traps = {"QATraps/InvisibleFloor", "QATraps/GhostHedges", "QATraps/SpikeField",
+             "QATraps/MissingBuffers"}
+    assert persistent == generated | real | traps
     assert {rows[k].category for k in generated} >= {"nature", "urban", "interior", "scifi",
                                                        "historical"}
     for k in generated:

@@ -98,7 +98,7 @@ function drawTimeline() {
   g.clearRect(0, 0, w, c.height);
   g.font = "10px system-ui"; g.fillStyle = "#8a8f98";
   g.fillText("action", 4, 10); g.fillText("speed", 4, 50); g.fillText("grounded", 4, 88);
-  g.fillText("segment · events", 4, 106);
+  g.fillText("segments · events", 4, 107);
   for (let f = 0; f < n; f++) {
     g.fillStyle = ACTION_COLORS[d.action[f]] || "#888"; g.fillRect(x(f), 13, fw + 0.5, 16);
     g.fillStyle = d.grounded[f] ? "#3dbb6a" : "#e0533d"; g.fillRect(x(f), 91, fw + 0.5, 5);
@@ -108,11 +108,11 @@ function drawTimeline() {
   for (let f = 0; f < n; f++) { const y = 80 - (d.speed[f] / vmax) * 26; f ? g.lineTo(x(f) + fw / 2, y) : g.moveTo(x(f), y); }
   g.stroke();
   for (const s of d.segments) {
-    g.fillStyle = s.segment % 2 ? "#3a3f4a" : "#2a2e36"; g.fillRect(x(s.start), 99, x(s.end + 1) - x(s.start), 18);
+    g.fillStyle = s.segment % 2 ? "#3a3f4a" : "#2a2e36"; g.fillRect(x(s.start), 111, x(s.end + 1) - x(s.start), 18);
   }
   for (const e of d.events) {
     g.fillStyle = EVENT_COLORS[e.event] || "#fff";
-    g.beginPath(); g.moveTo(x(e.frame) + fw / 2, 100); g.lineTo(x(e.frame) + fw / 2 - 5, 116); g.lineTo(x(e.frame) + fw / 2 + 5, 116); g.fill();
+    g.beginPath(); g.moveTo(x(e.frame) + fw / 2, 112); g.lineTo(x(e.frame) + fw / 2 - 5, 128); g.lineTo(x(e.frame) + fw / 2 + 5, 128); g.fill();
   }
   g.fillStyle = "#fff"; g.fillRect(x(V.frame) + fw / 2 - 1, 0, 2, c.height);
 }
