@@ -24,7 +24,7 @@ from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
 from .stage_args import stage_args
 
 COLUMNS = ["level_id", "clip", "view", "scorer", "aes", "lum_mean", "lum_min", "lum_max",
-           "frames_sampled", "ok", "reason", "video"]
+           "frames_sampled", "ok", "reason"]
 
 
 def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print) -> pd.DataFrame:
@@ -34,8 +34,7 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print) ->
     for v in videos:
         row = {"level_id": v["level_id"], "clip": v["clip"], "view": v["view"],
                "scorer": scorer.name, "aes": None, "lum_mean": None, "lum_min": None,
-               "lum_max": None, "frames_sampled": 0, "ok": False, "reason": "",
-               "video": str(v["video"])}
+               "lum_max": None, "frames_sampled": 0, "ok": False, "reason": ""}
         try:
             frames = sample_frames(Path(v["video"]), frames_per_view)
         except Exception as exc:  # noqa: BLE001 - any decoder error is this view's failure
@@ -43,8 +42,10 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print) ->
             rows.append(row)
             continue
         lum = [luminance(f) for f in frames]
-        row.update(lum_mean=sum(lum) / len(lum), lum_min=min(lum), lum_max=max(lum),
-                   frames_sampled=len(frames), ok=True)
+        # rounded: BLAS/OpenCV reductions vary in the last bits from run to run, and these
+        # numbers feed selection and the shards, whose bytes must not
+        row.update(lum_mean=round(sum(lum) / len(lum), 6), lum_min=round(min(lum), 6),
+                   lum_max=round(max(lum), 6), frames_sampled=len(frames), ok=True)
         owners += [len(rows)] * len(frames)
         images += frames
         rows.append(row)
@@ -57,7 +58,7 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print) ->
     for i, s in zip(owners, scores, strict=True):
         sums.setdefault(i, []).append(s)
     for i, vals in sums.items():
-        rows[i]["aes"] = sum(vals) / len(vals)
+        rows[i]["aes"] = round(sum(vals) / len(vals), 6)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -81,7 +82,7 @@ def score_levels(cfg: WmforgeConfig, params: Path, inventory: Path, screen_level
     failed = [{"level_id": r["level_id"], "clip": int(r["trajectory"]) if str(
         r["trajectory"]).lstrip("-").isdigit() else int(str(r["trajectory"]).split("_")[-1]),
         "view": "", "scorer": scorer.name, "frames_sampled": 0, "ok": False,
-        "reason": f"{r['reason']}: {r['detail']}"[:300], "video": ""}
+        "reason": f"{r['reason']}: {r['detail']}"[:300]}
         for r in pd.concat([s1, s2], ignore_index=True).to_dict("records")]
     if failed:
         table = pd.concat([table, pd.DataFrame(failed, columns=COLUMNS)], ignore_index=True)

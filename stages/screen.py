@@ -40,7 +40,7 @@ from .stage_args import stage_args
 
 CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",
                 "airborne_walk_share", "hover_gap_share", "median_gap_m", "penetration_share",
-                "max_penetration_m", "reasons", "render_path"]
+                "max_penetration_m", "reasons", "trajectory"]
 LEVEL_COLUMNS = ["level_id", "category", "clips", "clips_rendered", "auto_verdict",
                  "auto_reasons", "review_verdict", "review_note", "verdict", "reasons",
                  "contact_sheet"]
@@ -179,7 +179,7 @@ def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
                                 f"{' '.join(reasons) or 'ok'}", d))
             clip_rows.append({"level_id": lid, "clip": clip, "character_id": r["character_id"],
                               "stage1": "ok", "stage2": "ok", **m, "reasons": ",".join(reasons),
-                              "render_path": str(d.relative_to(out))})
+                              "trajectory": str(r["trajectory"])})
         for r in f1.to_dict("records"):
             clip_rows.append({"level_id": lid, "clip": int(r["trajectory"]),
                               "stage1": r["reason"], "stage2": "not_run",

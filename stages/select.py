@@ -65,8 +65,9 @@ def select_levels(views: pd.DataFrame, screen: pd.DataFrame, cfg: SelectConfig, 
         rows.append({"level_id": lid, "verdict": "retained" if keep else "rejected",
                      "retained": keep, "reason": reason, "views": n, "views_passed": k,
                      "pass_rate": round(rate, 6),
-                     "aes_mean": float(pd.to_numeric(lv["aes"]).mean()) if n else None,
-                     "lum_mean": float(pd.to_numeric(lv["lum_mean"]).mean()) if n else None,
+                     "aes_mean": round(float(pd.to_numeric(lv["aes"]).mean()), 6) if n else None,
+                     "lum_mean": (round(float(pd.to_numeric(lv["lum_mean"]).mean()), 6)
+                                  if n else None),
                      "screen_reasons": r["reasons"]})
     return pd.DataFrame(rows, columns=COLUMNS)
 

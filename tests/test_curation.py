@@ -95,7 +95,9 @@ def test_review_file_overrides_the_automatic_verdict(screened, sample_library, t
 
 def test_luminance_and_brisque_per_view_and_a_broken_video_is_a_row(screened, tmp_path):
     _, base, clips, _, _ = screened
-    d = base / "out" / clips[clips["level_id"] == GOOD]["render_path"].iloc[0]
+    traj = clips[clips["level_id"] == GOOD]["trajectory"].iloc[0]
+    d = next((base / "out" / "work" / "renders" / "NatureValley" / "AlpineMeadow").glob(
+        f"*/{traj}"))
     videos = [{"level_id": GOOD, "clip": 0, "view": v, "video": d / f"{v}.mp4"} for v in VIEWS]
     broken = tmp_path / "broken.mp4"
     broken.write_bytes(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 500)

@@ -188,6 +188,7 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
                                                           "cameras.parquet"}
         meta = json.loads(s["json"])
         assert meta["schema_version"] == 1 and meta["clip_id"] == s["__key__"]
+        assert meta["caption_backend"] == "grounded" and meta["caption_keyframes"] == []
         seq = meta["controls"]["action_sequence"]
         frames = pd.read_parquet(io.BytesIO(s["frames.parquet"]))
         assert [a["action"] for a in seq] == frames["action"].tolist()

@@ -110,6 +110,9 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
         "caption": caption.get("caption", ""),
         "captions": {v: caption.get(f"caption_{v}", "") for v in VIEWS},
         "caption_backend": caption.get("backend", ""),
+        # VLM backend: one caption per key frame; every frame reuses the caption of the last key
+        # frame at or before it (notes §4.6). Empty for grounded captions.
+        "caption_keyframes": json.loads(caption.get("keyframes_json") or "[]"),
         # quality_score: the share of the level's scored views that passed selection (0..1;
         # null when the pipeline ran without the select stage); the parts under "quality"
         "quality_score": (round(float(selection["pass_rate"]), 6)

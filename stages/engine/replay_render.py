@@ -165,6 +165,10 @@ class ReplayRenderer:
             raise RuntimeError(f"render: no graphics pipe from {display!r} (is EGL installed?)")
         self.pipe = pipe
         self.scene = NodePath("scene")
+        # draw in scene-graph order: Panda3D's default opaque bin sorts by render state, and
+        # state objects sort by memory address, so coplanar surfaces (a rug on a floor) won
+        # their depth ties differently depending on what the process had rendered before
+        self.scene.setBin("unsorted", 0)
         self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
         ntiles = self.N * len(VIEWS)
         rows = math.ceil(ntiles / self.tiles_per_row)
@@ -359,9 +363,16 @@ class ReplayRenderer:
                 rep.removed.append(f"{tag}:{n.getName()}")
                 n.clearTag(tag)
         lit = lighting or {}
-        for ln in model.findAllMatches("**/+Light"):
-            if ln.node().isAmbientLight() if hasattr(ln.node(), "isAmbientLight") else False:
-                continue
+        # a fixed priority per light: the fixed-function pipeline draws at most 8 lights and
+        # picks them by priority, ties broken by memory address — which differs from process to
+        # process, so a level with more lamps than that rendered different bytes on each run.
+        # Directional lights (suns) first, then the rest by their position in the file.
+        lights = [ln for ln in model.findAllMatches("**/+Light")
+                  if not (ln.node().isAmbientLight()
+                          if hasattr(ln.node(), "isAmbientLight") else False)]
+        lights.sort(key=lambda ln: not ln.node().isOfType(DirectionalLight.getClassType()))
+        for i, ln in enumerate(lights):
+            ln.node().setPriority(len(lights) - i)
             self.scene.setLight(ln)
             rep.lights += 1
         if rep.lights == 0:
