@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stages.config import load_params
 from stages.core.trajectory import VIEWS
 from stages.media.video import read_frames
 from stages.render import (
@@ -383,45 +382,3 @@ def test_level_cameras_and_self_playing_animations_are_removed_and_reported(traj
     on_disk = json.loads((inst / "traj_0000" / "meta.json").read_text())
     assert on_disk["level"]["removed"] == rmeta["level"]["removed"]
     assert len(read_frames(inst / "traj_0000" / "back.mp4")) == FRAMES
-
-
-_HISTORY_SCRIPT = """
-import sys
-from pathlib import Path
-from stages.render import InstanceRenderer
-import json
-s = json.loads(sys.argv[1]); out = Path(sys.argv[2]); first = sys.argv[3:-1]; target = sys.argv[-1]
-ir = InstanceRenderer(out, s, "p3headlessgl", Path.cwd(), log=lambda *a: None)
-for i, t in enumerate(first):
-    ir.render(Path(t), f"before_{i}", "k" * 16)
-ir.render(Path(target), "target", "k" * 16)
-ir.close()
-"""
-
-
-def test_the_same_trajectory_renders_the_same_bytes_whatever_the_process_rendered_before(
-        sample_library, trajs, tmp_path):
-    """Coplanar surfaces in the Apartment (a rug on the floor) win their depth ties by draw
-    order. With Panda3D's default state-sorted bin that order followed memory addresses, so a
-    renderer that had drawn other levels first wrote different bytes for the same trajectory."""
-    from stages.inventory import run_inventory
-    from stages.trajectories import run_trajectories
-
-    cfg = load_params(overrides=["trajectories.per_level=1", "trajectories.frames=20",
-                                 "trajectories.levels=[InteriorKit/Apartment]",
-                                 "trajectories.characters=[CharacterPack/Alex]"])
-    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
-    assert run_trajectories(cfg, inv.levels, inv.characters, sample_library,
-                            tmp_path / "t").empty
-    target = tmp_path / "t" / "InteriorKit__Apartment" / "traj_0000"
-    settings = json.dumps(render_settings(_rcfg(spatial_samples=1, temporal_samples=1,
-                                                preview=False), 30))
-    before = [str(trajs / "NatureValley__AlpineMeadow" / f"traj_000{i}") for i in range(3)]
-    digests = []
-    for name, first in (("cold", []), ("warm", before)):
-        out = tmp_path / name
-        out.mkdir()
-        subprocess.run([sys.executable, "-c", _HISTORY_SCRIPT, settings, str(out), *first,
-                        str(target)], check=True, capture_output=True)
-        digests.append({v: _sha(out / "target" / f"{v}.mp4") for v in VIEWS})
-    assert digests[0] == digests[1]

@@ -165,10 +165,6 @@ class ReplayRenderer:
             raise RuntimeError(f"render: no graphics pipe from {display!r} (is EGL installed?)")
         self.pipe = pipe
         self.scene = NodePath("scene")
-        # draw in scene-graph order: Panda3D's default opaque bin sorts by render state, and
-        # state objects sort by memory address, so coplanar surfaces (a rug on a floor) won
-        # their depth ties differently depending on what the process had rendered before
-        self.scene.setBin("unsorted", 0)
         self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
         ntiles = self.N * len(VIEWS)
         rows = math.ceil(ntiles / self.tiles_per_row)
@@ -364,9 +360,8 @@ class ReplayRenderer:
                 n.clearTag(tag)
         lit = lighting or {}
         # a fixed priority per light: the fixed-function pipeline draws at most 8 lights and
-        # picks them by priority, ties broken by memory address — which differs from process to
-        # process, so a level with more lamps than that rendered different bytes on each run.
-        # Directional lights (suns) first, then the rest by their position in the file.
+        # picks them by priority, ties broken by memory address; fixed priorities keep the
+        # choice the same in every process. Suns first, then the rest in file order.
         lights = [ln for ln in model.findAllMatches("**/+Light")
                   if not (ln.node().isAmbientLight()
                           if hasattr(ln.node(), "isAmbientLight") else False)]
@@ -510,7 +505,9 @@ def _ram(tex: Any, w: int, h: int) -> np.ndarray:
     arr = np.frombuffer(memoryview(data), np.uint8)
     if arr.size != w * h * 3:
         raise RuntimeError(f"render: read back {arr.size} bytes, expected {w}x{h}x3")
-    return arr.reshape(h, w, 3)[::-1]  # GL rows are bottom-up
+    # GL rows are bottom-up. Copy: the array may alias the texture's RAM image, which the next
+    # renderFrame() overwrites while the encoder threads still read this frame
+    return np.ascontiguousarray(arr.reshape(h, w, 3)[::-1])
 
 
 def load_level_lighting(path: str) -> dict:
