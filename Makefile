@@ -11,7 +11,7 @@ setup:
 
 demo: setup
 	dvc repro
-	@echo "outputs: data/inventory/*.parquet, data/trajectories/<level>/<traj>/ (see README)"
+	@echo "outputs: data/screen, data/select, data/renders, data/shards, data/lerobot, data/report/card (see README)"
 
 lint: setup
 	wmforge lint
