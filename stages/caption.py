@@ -17,8 +17,9 @@ import pandas as pd
 
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
-from .datasets.clip_spans import Clip, ClipError, list_clips
+from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
 from .datasets.grounded_caption import grounded_captions
+from .datasets.samples import clip_frames
 from .inventory import write_parquet
 from .stage_args import stage_args
 
@@ -26,24 +27,11 @@ COLUMNS = ["key", "level_id", "trajectory", "start_frame", "end_frame", "fps", "
            "caption", *[f"caption_{v}" for v in VIEWS], "keyframes_json", "phrases_json"]
 
 
-def _lookup(df: pd.DataFrame, col: str, value: str) -> dict:
-    if df.empty or col not in df:
-        return {}
-    hit = df[df[col] == value]
-    return {} if hit.empty else {k: (None if pd.isna(v) else v)
-                                  for k, v in hit.iloc[0].to_dict().items()}
-
-
 def clip_tables(clip: Clip) -> tuple[dict, dict[str, dict]]:
     """The clip's rows of frames.parquet and, per view, of cameras.parquet (as column lists)."""
-    fr = pd.read_parquet(clip.render_dir / "frames.parquet").sort_values("frame")
-    fr = fr[(fr["frame"] >= clip.start) & (fr["frame"] < clip.end)]
-    cams = pd.read_parquet(clip.render_dir / "cameras.parquet")
-    cams = cams[(cams["frame"] >= clip.start) & (cams["frame"] < clip.end)]
-    per_view = {}
-    for v in VIEWS:
-        c = cams[cams["view"] == v].sort_values("frame")
-        per_view[v] = {str(k): c[k].tolist() for k in c}
+    fr, cams = clip_frames(clip)
+    per_view = {v: {str(k): c[k].tolist() for k in c}
+                for v, c in ((v, cams[cams["view"] == v]) for v in VIEWS)}
     return {str(k): fr[k].tolist() for k in fr}, per_view
 
 
@@ -62,8 +50,8 @@ def caption_clips(clips: list[Clip], levels: pd.DataFrame, characters: pd.DataFr
     for clip in clips:
         frames, cams = clip_tables(clip)
         meta = json.loads((clip.render_dir / "meta.json").read_text())
-        level = _lookup(levels, "level_id", clip.level_id) or {"level_id": clip.level_id}
-        character = _lookup(characters, "character_id", str(meta["character_id"])) or {
+        level = row_dict(levels, "level_id", clip.level_id) or {"level_id": clip.level_id}
+        character = row_dict(characters, "character_id", str(meta["character_id"])) or {
             "character_id": meta["character_id"]}
         g = grounded_captions(frames, cams, clip.fps, level, character,
                               (clip.width, clip.height))

@@ -19,6 +19,7 @@ import pandas as pd
 from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
+from .datasets.clip_spans import clip_index
 from .inventory import write_parquet
 from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
 from .stage_args import stage_args
@@ -76,14 +77,13 @@ def score_levels(cfg: WmforgeConfig, params: Path, inventory: Path, screen_level
     for r in index.sort_values(["level_id", "trajectory"]).to_dict("records"):
         for v in VIEWS:
             videos.append({"level_id": r["level_id"],
-                           "clip": int(str(r["trajectory"]).split("_")[-1]), "view": v,
+                           "clip": clip_index(r["trajectory"]), "view": v,
                            "video": root / r["path"] / f"{v}.mp4"})
     table = score_videos(videos, scorer, s.frames_per_view, log)
-    failed = [{"level_id": r["level_id"], "clip": int(r["trajectory"]) if str(
-        r["trajectory"]).lstrip("-").isdigit() else int(str(r["trajectory"]).split("_")[-1]),
-        "view": "", "scorer": scorer.name, "frames_sampled": 0, "ok": False,
-        "reason": f"{r['reason']}: {r['detail']}"[:300]}
-        for r in pd.concat([s1, s2], ignore_index=True).to_dict("records")]
+    failed = [{"level_id": r["level_id"], "clip": clip_index(r["trajectory"]), "view": "",
+               "scorer": scorer.name, "frames_sampled": 0, "ok": False,
+               "reason": f"{r['reason']}: {r['detail']}"[:300]}
+              for r in pd.concat([s1, s2], ignore_index=True).to_dict("records")]
     if failed:
         table = pd.concat([table, pd.DataFrame(failed, columns=COLUMNS)], ignore_index=True)
     return table.sort_values(["level_id", "clip", "view"]).reset_index(drop=True)

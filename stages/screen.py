@@ -27,6 +27,7 @@ import yaml
 
 from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
+from .datasets.clip_spans import clip_index
 from .inventory import write_parquet
 from .quality.renderability import (
     LOAD_FAILURE,
@@ -166,7 +167,7 @@ def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
                 log(f"screen: {lid}: probe failed: {exc}")
         for r in rendered.to_dict("records"):
             d = root / r["path"]
-            clip = int(str(r["trajectory"]).split("_")[-1])
+            clip = clip_index(r["trajectory"])
             meta = json.loads((d / "meta.json").read_text())
             m = {}
             reasons: list[str] = []
@@ -181,13 +182,13 @@ def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
                               "stage1": "ok", "stage2": "ok", **m, "reasons": ",".join(reasons),
                               "trajectory": str(r["trajectory"])})
         for r in f1.to_dict("records"):
-            clip_rows.append({"level_id": lid, "clip": int(r["trajectory"]),
+            clip_rows.append({"level_id": lid, "clip": clip_index(r["trajectory"]),
                               "stage1": r["reason"], "stage2": "not_run",
                               "reasons": NO_WALKABLE_REGION if r["reason"] ==
                               "no_walkable_region" else LOAD_FAILURE})
             sheet_clips.append((f"clip {r['trajectory']}: {r['reason']}", None))
         for r in f2.to_dict("records"):
-            clip_rows.append({"level_id": lid, "clip": int(str(r["trajectory"]).split("_")[-1]),
+            clip_rows.append({"level_id": lid, "clip": clip_index(r["trajectory"]),
                               "stage1": "ok", "stage2": r["reason"], "reasons": LOAD_FAILURE})
             sheet_clips.append((f"{r['trajectory']}: render {r['reason']}", None))
         auto, reasons = level_verdict(reasons_per_clip, engine_fail, s.reject_clip_share)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .config import ShardConfig
 from .core.trajectory import VIEWS
-from .datasets.clip_spans import Clip, ClipError, list_clips
+from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
 from .datasets.samples import clip_frames, dump_json, parquet_bytes, sample_json, view_video
 from .datasets.tar_shards import ShardWriter
 from .inventory import write_parquet
@@ -27,12 +27,6 @@ from .stage_args import stage_args
 
 INDEX_COLUMNS = ["key", "shard", "level_id", "category", "trajectory", "character_id",
                  "start_frame", "frames", "duration_s", "fps", "width", "height", "bytes"]
-
-
-def _row(df: pd.DataFrame, col: str, value: str) -> dict:
-    hit = df[df[col] == value] if col in df else df.iloc[0:0]
-    return {} if hit.empty else {k: (None if pd.isna(v) else v)
-                                  for k, v in hit.iloc[0].to_dict().items()}
 
 
 def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame,
@@ -59,8 +53,8 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
             frames, cams = clip_frames(clip)
             cap = {str(k): v for k, v in by_key.loc[clip.key].to_dict().items()}
             cap["key"] = clip.key
-            level = _row(levels, "level_id", clip.level_id)
-            sel = _row(selection, "level_id", clip.level_id) if selection is not None else {}
+            level = row_dict(levels, "level_id", clip.level_id)
+            sel = row_dict(selection, "level_id", clip.level_id)
             if sel:
                 sel["scorer"] = scorer
             doc = sample_json(clip, frames, cams, cap, level, meta, sel or None)

@@ -26,10 +26,26 @@ class Clip:
     fps: int
     width: int
     height: int
+    source_frames: int  # frames of the whole rendered trajectory
 
     @property
     def frames(self) -> int:
         return self.end - self.start
+
+
+def row_dict(df: pd.DataFrame | None, col: str, value: str) -> dict:
+    """The first row of ``df`` whose ``col`` equals ``value``, as a dict with NaN as None
+    ({} when there is none)."""
+    if df is None or df.empty or col not in df:
+        return {}
+    hit = df[df[col] == value]
+    return {} if hit.empty else {str(k): (None if pd.isna(v) else v)
+                                  for k, v in hit.iloc[0].to_dict().items()}
+
+
+def clip_index(trajectory: object) -> int:
+    """The number of a trajectory name (``traj_0003`` → 3; a failure row's -1 stays -1)."""
+    return int(str(trajectory).rsplit("_", 1)[-1])
 
 
 def clip_key(level_id: str, trajectory: str, index: int) -> str:
@@ -67,7 +83,7 @@ def list_clips(renders_root: Path, index: pd.DataFrame, clip_s: float, min_clip_
         for i, (s, e) in enumerate(clip_spans(n, fps, clip_s, min_clip_s, gop)):
             out.append(Clip(clip_key(str(row["level_id"]), str(row["trajectory"]), i),
                             str(row["level_id"]), str(row["trajectory"]), d, s, e, fps,
-                            int(meta["settings"]["width"]), int(meta["settings"]["height"])))
+                            int(meta["settings"]["width"]), int(meta["settings"]["height"]), n))
     keys = [c.key for c in out]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})

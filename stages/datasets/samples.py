@@ -156,8 +156,7 @@ def view_video(clip: Clip, view: str, scratch: Path) -> Path:
     from ..media.video import copy_clip
 
     src = clip.render_dir / f"{view}.mp4"
-    meta_n = json.loads((clip.render_dir / "meta.json").read_text())["frame_count"]
-    if clip.start == 0 and clip.end == meta_n:
+    if clip.start == 0 and clip.end == clip.source_frames:
         return src
     dst = scratch / f"{clip.key}.{view}.mp4"
     if not dst.exists():

@@ -505,9 +505,9 @@ def _ram(tex: Any, w: int, h: int) -> np.ndarray:
     arr = np.frombuffer(memoryview(data), np.uint8)
     if arr.size != w * h * 3:
         raise RuntimeError(f"render: read back {arr.size} bytes, expected {w}x{h}x3")
-    # GL rows are bottom-up. Copy: the array may alias the texture's RAM image, which the next
-    # renderFrame() overwrites while the encoder threads still read this frame
-    return np.ascontiguousarray(arr.reshape(h, w, 3)[::-1])
+    # GL rows are bottom-up. No copy here: getRamImageAs("RGB") converts from Panda3D's BGR
+    # into a new buffer every frame, and each encoder makes its view contiguous itself
+    return arr.reshape(h, w, 3)[::-1]
 
 
 def load_level_lighting(path: str) -> dict:
