@@ -189,6 +189,12 @@ class ScoreConfig:
     scorer: str = "brisque"
     # frames sampled evenly from every view video (SpatialVID samples 3)
     frames_per_view: int = 8
+    # "keyframes": spread over the video's keyframes (1 s apart; only keyframes are decoded,
+    # ~1/30 of a full decode; fewer keyframes than frames_per_view falls back to "even");
+    # "even": spread over all frames, first and last included
+    sample_at: str = "keyframes"
+    # processes decoding (and, for BRISQUE, scoring) views; 0: one per CPU, 1: no pool
+    decode_workers: int = 0
     # LAION weights: a local directory holding clip_weights_file and mlp_file
     laion_weights_dir: str = "models/laion-aesthetic"
     clip_weights_file: str = "open_clip_pytorch_model.bin"
@@ -198,6 +204,8 @@ class ScoreConfig:
     # images per batch; "auto" device: cuda when there is one
     batch_size: int = 32
     device: str = "auto"
+    # LAION on CUDA: "auto" = fp16 weights (LayerNorm kept in fp32); fp32 everywhere else
+    precision: str = "auto"
 
 
 @dataclass

@@ -10,8 +10,11 @@ re-runs this stage. A view whose video does not decode is a row with ``ok`` fals
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import os
 import sys
 import time
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -28,38 +31,101 @@ COLUMNS = ["level_id", "clip", "view", "scorer", "aes", "lum_mean", "lum_min", "
            "frames_sampled", "ok", "reason"]
 
 
-def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print) -> pd.DataFrame:
-    """One row per view video (dicts with level_id, clip, view, video: Path). Frames from all
-    videos go to the scorer together, so a GPU scorer sees full batches."""
-    rows, images, owners = [], [], []
-    for v in videos:
-        row = {"level_id": v["level_id"], "clip": v["clip"], "view": v["view"],
-               "scorer": scorer.name, "aes": None, "lum_mean": None, "lum_min": None,
-               "lum_max": None, "frames_sampled": 0, "ok": False, "reason": ""}
-        try:
-            frames = sample_frames(Path(v["video"]), frames_per_view)
-        except Exception as exc:  # noqa: BLE001 - any decoder error is this view's failure
-            row["reason"] = f"decode_failed: {type(exc).__name__}: {exc}"[:300]
+_WORKER_SCORER = None  # a per-frame CPU scorer, made once in each decode worker
+
+
+def _init_worker(scorer) -> None:
+    global _WORKER_SCORER
+    _WORKER_SCORER = scorer
+
+
+def _read_view(v: dict, frames_per_view: int, sample_at: str, name: str,
+               scorer=None) -> tuple[dict, list]:
+    """Decode one view's sampled frames (and, for a per-frame CPU scorer, score them): the
+    work of one decode worker. Returns the row and the frames still to be scored."""
+    scorer = scorer or _WORKER_SCORER
+    row = {"level_id": v["level_id"], "clip": v["clip"], "view": v["view"],
+           "scorer": name, "aes": None, "lum_mean": None, "lum_min": None,
+           "lum_max": None, "frames_sampled": 0, "ok": False, "reason": ""}
+    try:
+        frames = sample_frames(Path(v["video"]), frames_per_view, sample_at)
+    except Exception as exc:  # noqa: BLE001 - any decoder error is this view's failure
+        row["reason"] = f"decode_failed: {type(exc).__name__}: {exc}"[:300]
+        return row, []
+    lum = [luminance(f) for f in frames]
+    row.update(lum_mean=round(sum(lum) / len(lum), 6), lum_min=round(min(lum), 6),
+               lum_max=round(max(lum), 6), frames_sampled=len(frames), ok=True)
+    if scorer is not None:
+        row["aes"] = _mean(scorer.score(frames))
+        return row, []
+    return row, frames
+
+
+def _mean(vals: list[float]) -> float:
+    # rounded: BLAS/OpenCV/GPU reductions vary in the last bits from run to run, and these
+    # numbers feed selection and the shards, whose bytes must not
+    return round(sum(vals) / len(vals), 6)
+
+
+def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print,
+                 sample_at: str = "keyframes", workers: int = 0,
+                 chunk_views: int = 0) -> pd.DataFrame:
+    """One row per view video (dicts with level_id, clip, view, video: Path).
+
+    Views are decoded by ``workers`` workers (0: one per CPU; 1: in this process) in chunks
+    of ``chunk_views`` while the previous chunk is being scored, so memory holds two chunks of
+    frames however many levels there are, and a batched (GPU) scorer sees full batches made
+    of many views' frames.
+
+    - Batched scorer (LAION): the workers are threads, because the frames must come back to
+      this process; shipping them from processes (12 MB a view through a pipe) cost more than
+      the GIL does (2 cores: threads 1.6× one thread, processes 1.05×; the H200 host's 16
+      threads gave 6.6×).
+    - Per-frame CPU scorer (BRISQUE): the workers are processes that decode *and* score, and
+      send back one row per view; BRISQUE's numpy/Python work holds the GIL.
+    """
+    workers = workers or os.cpu_count() or 1
+    if chunk_views <= 0:
+        per_batch = max(1, getattr(scorer, "batch_size", 1) // max(1, frames_per_view))
+        chunk_views = max(4 * workers, 4 * per_batch)
+    in_worker = None if scorer.batched else scorer
+    rows: list[dict] = []
+    t0, n_frames = time.perf_counter(), 0
+
+    def flush(done: list[tuple[dict, list]]) -> None:
+        nonlocal n_frames
+        images = [f for _, frames in done for f in frames]
+        scores = iter(scorer.score(images) if images else [])
+        for row, frames in done:
+            if frames:
+                row["aes"] = _mean([next(scores) for _ in frames])
+            n_frames += row["frames_sampled"]
             rows.append(row)
-            continue
-        lum = [luminance(f) for f in frames]
-        # rounded: BLAS/OpenCV reductions vary in the last bits from run to run, and these
-        # numbers feed selection and the shards, whose bytes must not
-        row.update(lum_mean=round(sum(lum) / len(lum), 6), lum_min=round(min(lum), 6),
-                   lum_max=round(max(lum), 6), frames_sampled=len(frames), ok=True)
-        owners += [len(rows)] * len(frames)
-        images += frames
-        rows.append(row)
-    t0 = time.perf_counter()
-    scores = scorer.score(images) if images else []
-    if images:
-        log(f"score: {len(images)} frames of {len(rows)} views scored by {scorer.name} in "
-            f"{time.perf_counter() - t0:.1f} s")
-    sums: dict[int, list[float]] = {}
-    for i, s in zip(owners, scores, strict=True):
-        sums.setdefault(i, []).append(s)
-    for i, vals in sums.items():
-        rows[i]["aes"] = round(sum(vals) / len(vals), 6)
+
+    if workers == 1:
+        for i in range(0, len(videos), chunk_views):
+            flush([_read_view(v, frames_per_view, sample_at, scorer.name, in_worker)
+                   for v in videos[i:i + chunk_views]])
+    else:
+        # spawn: the parent may hold CUDA and threads, which a forked child must not inherit
+        pool: Executor = (
+            ThreadPoolExecutor(workers, thread_name_prefix="score-decode") if scorer.batched
+            else ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
+                                     initializer=_init_worker, initargs=(in_worker,)))
+        with pool:
+            pending = None
+            for i in range(0, len(videos), chunk_views):
+                futs = [pool.submit(_read_view, v, frames_per_view, sample_at, scorer.name)
+                        for v in videos[i:i + chunk_views]]
+                if pending is not None:
+                    flush([f.result() for f in pending])
+                pending = futs
+            if pending is not None:
+                flush([f.result() for f in pending])
+    if n_frames:
+        dt = time.perf_counter() - t0
+        log(f"score: {n_frames} frames of {len(rows)} views decoded and scored by "
+            f"{scorer.name} in {dt:.1f} s ({len(rows) / dt:.1f} views/s, {workers} workers)")
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -79,7 +145,7 @@ def score_levels(cfg: WmforgeConfig, params: Path, inventory: Path, screen_level
             videos.append({"level_id": r["level_id"],
                            "clip": clip_index(r["trajectory"]), "view": v,
                            "video": root / r["path"] / f"{v}.mp4"})
-    table = score_videos(videos, scorer, s.frames_per_view, log)
+    table = score_videos(videos, scorer, s.frames_per_view, log, s.sample_at, s.decode_workers)
     failed = [{"level_id": r["level_id"], "clip": clip_index(r["trajectory"]), "view": "",
                "scorer": scorer.name, "frames_sampled": 0, "ok": False,
                "reason": f"{r['reason']}: {r['detail']}"[:300]}

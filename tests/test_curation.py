@@ -116,6 +116,72 @@ def test_luminance_and_brisque_per_view_and_a_broken_video_is_a_row(screened, tm
     assert luminance(np.full((4, 4, 3), 255, np.uint8)) == pytest.approx(255)
 
 
+def _numbered_video(path: Path, frames: int, gop: int, offset: int = 0) -> Path:
+    """Frame i is a flat grey of level 5·i (+ offset), so a decoded frame says which it is."""
+    from stages.media.video import EncodeSettings, VideoWriter
+
+    w = VideoWriter(path, 64, 48, 30, EncodeSettings(gop=gop, threads=1))
+    for i in range(frames):
+        w.write(np.full((48, 64, 3), 5 * i + offset, np.uint8))
+    return w.close(frames)
+
+
+def test_frames_are_sampled_over_keyframes_and_fall_back_to_all_frames(tmp_path):
+    from stages.quality.scorers import sample_frames
+
+    video = _numbered_video(tmp_path / "v.mp4", 40, gop=5)  # keyframes 0, 5, …, 35
+
+    def which(frames):
+        return [round(float(f.mean()) / 5) for f in frames]
+
+    # 8 keyframes, 4 wanted: keyframes 0, 2, 5, 7 of them → frames 0, 10, 25, 35
+    assert which(sample_frames(video, 4)) == [0, 10, 25, 35]
+    # more wanted than there are keyframes: spread over all 40, first and last included
+    assert which(sample_frames(video, 10)) == [0, 4, 9, 13, 17, 22, 26, 30, 35, 39]
+    assert which(sample_frames(video, 4, "even")) == [0, 13, 26, 39]
+    with pytest.raises(ValueError, match="sample_at.*'sometimes'"):
+        sample_frames(video, 4, "sometimes")
+
+
+def test_scoring_in_parallel_chunks_gives_the_same_table_as_one_pass(tmp_path):
+    """Decode workers and chunking change the speed, never a number or the row order."""
+    videos = [{"level_id": f"L/{i % 3}", "clip": i, "view": "back",
+               "video": _numbered_video(tmp_path / f"{i}.mp4", 12 + i, gop=3, offset=2 * i)}
+              for i in range(7)]
+    (tmp_path / "junk.mp4").write_bytes(b"not a video")
+    videos.insert(3, {"level_id": "L/x", "clip": 9, "view": "top",
+                      "video": tmp_path / "junk.mp4"})
+    scorer = BrisqueScorer()
+    one = score_videos(videos, scorer, 3, workers=1, chunk_views=len(videos))
+    many = score_videos(videos, scorer, 3, workers=2, chunk_views=2)
+    pd.testing.assert_frame_equal(one, many)
+    assert one["clip"].tolist() == [v["clip"] for v in videos]
+    assert one["ok"].tolist() == [True] * 3 + [False] + [True] * 4
+    # keyframes 0, 3, …: three of them spread, so mean level = 5 × mean frame number
+    first = one.iloc[0]
+    assert first["lum_mean"] == pytest.approx(5 * np.mean([0, 6, 9]), abs=1.5)
+
+    class GreyLevelScorer:
+        """A batched scorer (the LAION scorer's interface) whose score is a frame's grey
+        level, so each view's aes must come out as that view's own mean level: frames are
+        batched across views and chunks and must find their way back."""
+        name, batched, batch_size = "grey", True, 4
+        calls: list[int] = []
+
+        def score(self, images):
+            self.calls.append(len(images))
+            return [float(im.mean()) for im in images]
+
+    grey = GreyLevelScorer()
+    a = score_videos(videos, grey, 3, workers=1, chunk_views=len(videos))
+    b = score_videos(videos, grey, 3, workers=2, chunk_views=3)
+    pd.testing.assert_frame_equal(a, b)
+    ok = a[a["ok"]]
+    assert ok["aes"].to_numpy() == pytest.approx(ok["lum_mean"].to_numpy(), abs=0.01)
+    assert ok["aes"].round(1).nunique() == 7  # the views really differ
+    assert grey.calls[0] == 21 and max(grey.calls[1:]) <= 9  # 7 views × 3; chunks of 3 views
+
+
 def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(tmp_path):
     """Random weights in exactly the published layouts (open_clip ViT-L-14-quickgelu state
     dict; the MLP's layers.0/2/4/6/7), loaded from a local directory as in production."""

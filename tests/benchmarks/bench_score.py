@@ -1,55 +1,126 @@
-"""Scoring throughput: frames/s and views/s (a view = score.frames_per_view frames) for the
-BRISQUE scorer and the LAION scorer (CLIP ViT-L/14 + MLP, random weights in the real layouts:
-speed does not depend on the weights), on the GPU when there is one.
+"""Scoring throughput, in frames/s and views/s (a view = ``--frames-per-view`` frames).
 
-Run: .venv/bin/python tests/benchmarks/bench_score.py [--frames 64] [--batch 32] [--size 960x540]
+1. The scorers alone, on frames already in memory: BRISQUE (one thread) and the LAION scorer
+   (CLIP ViT-L/14 + MLP, random weights in the real layouts: speed does not depend on the
+   weights), on the GPU when there is one.
+2. End to end, as the `score` stage runs it (``stages.score.score_videos``): 10-second 540p
+   H.264 view videos encoded here with the render settings (GOP 1 s), frames sampled at
+   keyframes by ``--workers`` decode threads, luminance, then the scorer.
+
+Run: .venv/bin/python tests/benchmarks/bench_score.py [--frames 64] [--batch 32] [--views 64]
+     [--workers 0] [--skip-laion] [--skip-brisque-e2e]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from stages.media.video import EncodeSettings, VideoWriter  # noqa: E402
 from stages.quality.scorers import BrisqueScorer, LaionAestheticScorer, laion_mlp  # noqa: E402
+from stages.score import score_videos  # noqa: E402
+
+
+def textured(h: int, w: int, seed: int) -> np.ndarray:
+    """A smooth random picture (compresses like a rendered frame, unlike white noise)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 255, (h // 16, w // 16, 3), dtype=np.uint8)
+    big = np.asarray(Image.fromarray(small).resize((w, h), Image.BICUBIC))
+    fine = rng.integers(0, 9, (h, w, 3), dtype=np.uint8)
+    return np.clip(big.astype(np.int16) + fine - 4, 0, 255).astype(np.uint8)
+
+
+def make_video(path: Path, w: int, h: int, seconds: float, seed: int) -> Path:
+    base = textured(h, w, seed)
+    n = round(30 * seconds)
+    wr = VideoWriter(path, w, h, 30, EncodeSettings(threads=1))
+    for i in range(n):
+        wr.write(np.roll(base, (i * 3, i * 5), axis=(0, 1)))
+    return wr.close(n)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--frames", type=int, default=64)
+    ap.add_argument("--frames", type=int, default=64, help="frames for the scorer-only figure")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--size", default="960x540")
-    ap.add_argument("--frames-per-view", type=int, default=8)
+    ap.add_argument("--frames-per-view", type=int, nargs="+", default=[8])
+    ap.add_argument("--views", type=int, default=64, help="view videos for the end-to-end run")
+    ap.add_argument("--distinct", type=int, default=8, help="distinct videos among them")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--workers", type=int, default=0, help="decode threads; 0: one per CPU")
+    ap.add_argument("--precision", default="auto")
     ap.add_argument("--skip-laion", action="store_true")
+    ap.add_argument("--skip-brisque-e2e", action="store_true")
     args = ap.parse_args()
     w, h = (int(x) for x in args.size.split("x"))
-    rng = np.random.default_rng(0)
-    base = rng.integers(0, 255, (h, w, 3), dtype=np.uint8)
-    imgs = [np.roll(base, i * 7, axis=1) for i in range(args.frames)]
-    fpv = args.frames_per_view
+    workers = args.workers or os.cpu_count() or 1
+    print(f"machine: {os.cpu_count()} CPUs; input {w}x{h}; decode workers {workers} "
+          "(threads for LAION, processes for BRISQUE)")
+    imgs = [np.roll(textured(h, w, 0), i * 7, axis=1) for i in range(args.frames)]
+
     b = BrisqueScorer()
+    n = min(16, args.frames)
     t0 = time.perf_counter()
-    b.score(imgs[: max(8, args.frames // 4)])
+    b.score(imgs[:n])
     dt = time.perf_counter() - t0
-    n = max(8, args.frames // 4)
-    print(f"brisque {w}x{h}: {n / dt:.1f} frames/s, {n / dt / fpv:.2f} views/s (one process)")
-    if args.skip_laion:
-        return
-    import open_clip
-    import torch
+    print(f"[scorer only] brisque, 1 thread: {n / dt:.1f} frames/s")
 
     with tempfile.TemporaryDirectory() as tmp:
-        wd = Path(tmp)
+        tmpd = Path(tmp)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            files = list(pool.map(lambda i: make_video(tmpd / f"v{i}.mp4", w, h, args.seconds,
+                                                       i), range(args.distinct)))
+        print(f"encoded {len(files)} videos of {args.seconds:g} s in "
+              f"{time.perf_counter() - t0:.1f} s")
+        videos = [{"level_id": f"L/{i % 50}", "clip": i, "view": "back",
+                   "video": files[i % len(files)]} for i in range(args.views)]
+
+        def e2e(scorer, label: str, views: list[dict]) -> None:
+            for fpv in args.frames_per_view:
+                t0 = time.perf_counter()
+                table = score_videos(views, scorer, fpv, log=lambda _m: None,
+                                     workers=workers)
+                dt = time.perf_counter() - t0
+                assert table["ok"].all(), table[~table["ok"]]
+                print(f"[end to end] {label}, {fpv} frames/view: {len(views) / dt:.1f} views/s "
+                      f"({len(views) * fpv / dt:.1f} frames/s) over {len(views)} views")
+
+        if not args.skip_brisque_e2e:
+            e2e(b, f"brisque in {workers} processes", videos[:max(workers * 2, 8)])
+        # decoding alone: a scorer that does nothing, to show what the decoder allows
+        e2e(_NullScorer(), "decode + luminance only", videos)
+        if workers > 1:
+            t0 = time.perf_counter()
+            one = videos[:max(8, len(videos) // workers)]
+            score_videos(one, _NullScorer(), args.frames_per_view[0], log=lambda _m: None,
+                         workers=1)
+            print(f"[end to end] decode + luminance only, 1 thread: "
+                  f"{len(one) / (time.perf_counter() - t0):.1f} views/s")
+        if args.skip_laion:
+            return
+        import open_clip
+        import torch
+
+        wd = tmpd / "weights"
+        wd.mkdir()
         torch.save(open_clip.create_model("ViT-L-14-quickgelu", pretrained=None).state_dict(),
                    wd / "clip.bin")
         torch.save(laion_mlp().state_dict(), wd / "mlp.pth")
-        sc = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch)
+        sc = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch,
+                                  precision=args.precision)
         sc.score(imgs[: args.batch])  # warm-up
         if sc.device == "cuda":
             torch.cuda.synchronize()
@@ -58,9 +129,34 @@ def main() -> None:
         if sc.device == "cuda":
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
-    print(f"laion ViT-L/14 on {sc.device} ({torch.get_num_threads()} threads), batch "
-          f"{args.batch}, {w}x{h} input: {args.frames / dt:.1f} frames/s, "
-          f"{args.frames / dt / fpv:.2f} views/s")
+        fps = args.frames / dt
+        per = ", ".join(f"{fps / k:.1f} views/s at {k} frames/view"
+                        for k in args.frames_per_view)
+        print(f"[scorer only] laion ViT-L/14 on {sc.device} ({sc.precision}, "
+              f"{torch.get_num_threads()} torch threads), batch {args.batch}: "
+              f"{fps:.1f} frames/s = {per}")
+        if sc.device == "cuda":  # the model alone on a batch already on the GPU: the ceiling
+            x = sc._gpu_batch(imgs[: args.batch])
+            with torch.inference_mode():
+                sc.model.encode_image(x)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(8):
+                    sc.model.encode_image(x)
+                torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            print(f"[model only] ViT-L/14 encode_image, batch {args.batch} on the GPU: "
+                  f"{8 * args.batch / dt:.1f} frames/s")
+        e2e(sc, f"laion on {sc.device}", videos)
+
+
+class _NullScorer:
+    name = "none"
+    batched = True
+    batch_size = 256
+
+    def score(self, images):
+        return [0.0] * len(images)
 
 
 if __name__ == "__main__":
