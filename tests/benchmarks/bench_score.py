@@ -62,6 +62,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="decode threads; 0: one per CPU")
     ap.add_argument("--precision", default="auto")
     ap.add_argument("--skip-laion", action="store_true")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile the image tower first (not yet a scorer option: "
+                         "measure it here before it becomes one)")
     ap.add_argument("--skip-brisque-e2e", action="store_true")
     args = ap.parse_args()
     w, h = (int(x) for x in args.size.split("x"))
@@ -121,6 +124,12 @@ def main() -> None:
         torch.save(laion_mlp().state_dict(), wd / "mlp.pth")
         sc = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch,
                                   precision=args.precision)
+        if args.compile:
+            t0 = time.perf_counter()
+            sc.model.visual = torch.compile(sc.model.visual)
+            sc.score(imgs[: args.batch])
+            print(f"torch.compile of the image tower + first batch: "
+                  f"{time.perf_counter() - t0:.1f} s")
         sc.score(imgs[: args.batch])  # warm-up
         if sc.device == "cuda":
             torch.cuda.synchronize()
@@ -132,7 +141,8 @@ def main() -> None:
         fps = args.frames / dt
         per = ", ".join(f"{fps / k:.1f} views/s at {k} frames/view"
                         for k in args.frames_per_view)
-        print(f"[scorer only] laion ViT-L/14 on {sc.device} ({sc.precision}, "
+        print(f"[scorer only] laion ViT-L/14 on {sc.device} ({sc.precision}"
+              f"{', compiled' if args.compile else ''}, "
               f"{torch.get_num_threads()} torch threads), batch {args.batch}: "
               f"{fps:.1f} frames/s = {per}")
         if sc.device == "cuda":  # the model alone on a batch already on the GPU: the ceiling
