@@ -189,9 +189,9 @@ class ScoreConfig:
     scorer: str = "brisque"
     # frames sampled evenly from every view video (SpatialVID samples 3)
     frames_per_view: int = 8
-    # "keyframes": spread over the video's keyframes (1 s apart; only keyframes are decoded,
-    # ~1/30 of a full decode; fewer keyframes than frames_per_view falls back to "even");
-    # "even": spread over all frames, first and last included
+    # "keyframes": at evenly spaced times, the keyframe at or before each (GOP starts, 1 s
+    # apart); each reached by a seek and decoded alone, ~1/30 of a full decode; two times in
+    # one GOP fall back to "even"; "even": spread over all frames, first and last included
     sample_at: str = "keyframes"
     # processes decoding (and, for BRISQUE, scoring) views; 0: one per CPU, 1: no pool
     decode_workers: int = 0

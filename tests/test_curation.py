@@ -134,8 +134,9 @@ def test_frames_are_sampled_over_keyframes_and_fall_back_to_all_frames(tmp_path)
     def which(frames):
         return [round(float(f.mean()) / 5) for f in frames]
 
-    # 8 keyframes, 4 wanted: keyframes 0, 2, 5, 7 of them → frames 0, 10, 25, 35
+    # 4 wanted: times 0, 13, 26, 39 frames → the keyframes at or before them
     assert which(sample_frames(video, 4)) == [0, 10, 25, 35]
+    assert which(sample_frames(video, 8)) == [0, 5, 10, 15, 20, 25, 30, 35]
     # more wanted than there are keyframes: spread over all 40, first and last included
     assert which(sample_frames(video, 10)) == [0, 4, 9, 13, 17, 22, 26, 30, 35, 39]
     assert which(sample_frames(video, 4, "even")) == [0, 13, 26, 39]
@@ -157,9 +158,9 @@ def test_scoring_in_parallel_chunks_gives_the_same_table_as_one_pass(tmp_path):
     pd.testing.assert_frame_equal(one, many)
     assert one["clip"].tolist() == [v["clip"] for v in videos]
     assert one["ok"].tolist() == [True] * 3 + [False] + [True] * 4
-    # keyframes 0, 3, …: three of them spread, so mean level = 5 × mean frame number
+    # 12 frames, keyframes 0, 3, 6, 9; times 0, 5.5, 11 frames → keyframes 0, 3, 9
     first = one.iloc[0]
-    assert first["lum_mean"] == pytest.approx(5 * np.mean([0, 6, 9]), abs=1.5)
+    assert first["lum_mean"] == pytest.approx(5 * np.mean([0, 3, 9]), abs=1.5)
 
     class GreyLevelScorer:
         """A batched scorer (the LAION scorer's interface) whose score is a frame's grey

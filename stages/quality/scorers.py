@@ -48,28 +48,26 @@ def _even(count: int, n: int) -> list[int]:
 def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray]:
     """``n`` RGB frames spread evenly over a video.
 
-    ``at="keyframes"``: spread over the video's keyframes (GOP starts, 1 s apart in Stage II
-    videos). Only keyframes are decoded (the decoder skips every other frame), one pass, about
-    1/30 of a full decode: this is what lets scoring keep up with a GPU scorer. A video with
-    fewer keyframes than ``n`` falls back to ``"even"``. ``at="even"``: spread over all frames,
+    ``at="keyframes"``: at ``n`` evenly spaced times, first and last included, each frame is
+    the keyframe at or before that time (GOP starts, 1 s apart in Stage II videos). Each is
+    reached by a seek and decoded alone: ~1/30 of a full decode and a few demuxed packets
+    rather than all of them (Python-side demuxing holds the GIL, and views are decoded by
+    threads). When two times fall in one GOP (fewer keyframes than ``n``) or the container
+    gives no duration, it falls back to ``"even"``. ``at="even"``: spread over all frames,
     first and last included, decoded up to the last one wanted.
     """
     import av
 
     if at not in ("keyframes", "even"):
         raise ValueError(f"score.sample_at: expected 'keyframes' or 'even', got {at!r}")
+    if at == "keyframes":
+        keys = _keyframes_by_seek(video, n)
+        if keys is not None:
+            return keys
     with av.open(str(video)) as c:
         if not c.streams.video:
             raise ValueError(f"{video}: no video stream")
-        st = c.streams.video[0]
-        if at == "keyframes":
-            st.codec_context.skip_frame = "NONKEY"
-            keys = [f for p in c.demux(st) for f in p.decode()]
-            if len(keys) >= n:
-                return [keys[i].to_ndarray(format="rgb24") for i in _even(len(keys), n)]
-    with av.open(str(video)) as c:
-        st = c.streams.video[0]
-        total = sum(1 for p in c.demux(st) if p.size)
+        total = sum(1 for p in c.demux(c.streams.video[0]) if p.size)
     if total == 0:
         raise ValueError(f"{video}: no video packets")
     want = _even(total, n)
@@ -82,6 +80,35 @@ def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray
                     return out
     raise ValueError(f"{video}: decodes to fewer frames than its {total} packets "
                      f"(frame {want[len(out)]} missing)")
+
+
+def _keyframes_by_seek(video: Path, n: int) -> list[np.ndarray] | None:
+    """The keyframes at or before ``n`` evenly spaced times; None when they are not ``n``
+    distinct keyframes (the caller then decodes evenly spaced frames instead)."""
+    import av
+
+    with av.open(str(video)) as c:
+        if not c.streams.video:
+            raise ValueError(f"{video}: no video stream")
+        st = c.streams.video[0]
+        if not st.duration or st.duration <= 0:
+            return None
+        st.codec_context.thread_count = 1  # views are decoded in parallel, not frames
+        start, out, seen = int(st.start_time or 0), [], set()
+        for i in range(n):
+            c.seek(start + (st.duration - 1) * i // max(1, n - 1), stream=st, backward=True,
+                   any_frame=False)
+            pkt = next((p for p in c.demux(st) if p.size), None)
+            if pkt is None or not pkt.is_keyframe or pkt.pts in seen:
+                return None
+            seen.add(pkt.pts)
+            # decode the keyframe alone: send it, then drain (the decoder holds frames back
+            # for reordering); the next seek resets the decoder
+            frames = [*pkt.decode(), *st.codec_context.decode(None)]
+            if not frames:
+                raise ValueError(f"{video}: keyframe at pts {pkt.pts} does not decode")
+            out.append(frames[0].to_ndarray(format="rgb24"))
+        return out
 
 
 class BrisqueScorer:
