@@ -2,7 +2,9 @@
 checks that decide whether a video is complete.
 
 Pinned for byte-identical output: libx264 with a fixed preset, CRF, thread count and GOP,
-yuv420p, no scene-cut keyframes, bitexact muxing (no encoder version string or creation time).
+yuv420p, no scene-cut keyframes, no MB-tree (it made identical frames encode differently at
+heights that are not multiples of 16), bitexact muxing (no encoder version string or creation
+time).
 A closed GOP of ``gop`` frames (default 1 s) keeps seeking cheap. Videos are written to
 ``<name>.part`` and renamed only after they decode to the expected frame count, so a crash or a
 full disk never leaves a truncated video looking complete.
@@ -29,11 +31,17 @@ class EncodeSettings:
     gop: int = 30
     threads: int = 2
     pix_fmt: str = "yuv420p"
+    # x264's macroblock-tree rate control is off: with it, encoding the same frames twice
+    # gave different files whenever the height was not a multiple of 16 (160×90: 5 distinct
+    # files in 10 encodes in one process, threads=1 too; with mbtree=0: one). MB-tree saves a
+    # few per cent of bitrate at the same CRF; same frames → same bytes matters more here.
+    mbtree: bool = False
 
     def options(self) -> dict[str, str]:
         return {"preset": self.preset, "crf": str(self.crf), "g": str(self.gop),
                 "keyint_min": str(self.gop), "sc_threshold": "0", "threads": str(self.threads),
-                "flags": "+bitexact+cgop", "x264-params": "open-gop=0"}
+                "flags": "+bitexact+cgop",
+                "x264-params": f"open-gop=0:mbtree={int(self.mbtree)}"}
 
     def as_dict(self) -> dict:
         return asdict(self)
