@@ -68,6 +68,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
             "temporal_samples": rcfg.temporal_samples, "shutter": rcfg.shutter,
             "warmup_frames": rcfg.warmup_frames, "x264_preset": rcfg.x264_preset,
             "crf": rcfg.crf, "encoder_threads": rcfg.encoder_threads,
+            "x264_mbtree": rcfg.x264_mbtree,
             "gop": max(1, round(rcfg.gop_s * fps)), "preview": rcfg.preview,
             "preview_x264_preset": rcfg.preview_x264_preset,
             "preview_encoder_threads": rcfg.preview_encoder_threads,
@@ -306,7 +307,8 @@ class InstanceRenderer:
             shutil.rmtree(out)
         out.mkdir(parents=True)
         enc = EncodeSettings(preset=self.s["x264_preset"], crf=self.s["crf"],
-                             gop=self.s["gop"], threads=self.s["encoder_threads"])
+                             gop=self.s["gop"], threads=self.s["encoder_threads"],
+                             mbtree=bool(self.s.get("x264_mbtree", False)))
         names = list(VIEWS) + (["preview"] if self.s["preview"] else [])
         writers = {}
         try:
@@ -315,7 +317,7 @@ class InstanceRenderer:
             if self.s["preview"]:
                 pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
                 penc = EncodeSettings(preset=self.s.get("preview_x264_preset", enc.preset),
-                                      crf=enc.crf, gop=enc.gop,
+                                      crf=enc.crf, gop=enc.gop, mbtree=enc.mbtree,
                                       threads=self.s.get("preview_encoder_threads", enc.threads))
                 writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, penc)
             gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,

@@ -2,8 +2,8 @@
 checks that decide whether a video is complete.
 
 Pinned for byte-identical output: libx264 with a fixed preset, CRF, thread count and GOP,
-yuv420p, no scene-cut keyframes, no MB-tree (it made identical frames encode differently at
-heights that are not multiples of 16), bitexact muxing (no encoder version string or creation
+yuv420p, no scene-cut keyframes, no MB-tree by default (with it, identical frames encoded to
+different files), bitexact muxing (no encoder version string or creation
 time).
 A closed GOP of ``gop`` frames (default 1 s) keeps seeking cheap. Videos are written to
 ``<name>.part`` and renamed only after they decode to the expected frame count, so a crash or a
@@ -31,10 +31,11 @@ class EncodeSettings:
     gop: int = 30
     threads: int = 2
     pix_fmt: str = "yuv420p"
-    # x264's macroblock-tree rate control is off: with it, encoding the same frames twice
-    # gave different files whenever the height was not a multiple of 16 (160×90: 5 distinct
-    # files in 10 encodes in one process, threads=1 too; with mbtree=0: one). MB-tree saves a
-    # few per cent of bitrate at the same CRF; same frames → same bytes matters more here.
+    # x264's macroblock-tree rate control is off by default: with it, encoding the same frames
+    # again gave a different file (8 encodes each: 3–7 distinct files at 160×90 … 960×540, one
+    # at 1280×720; threads=1 too); with mbtree=0, one. It costs bitrate (sample renders: 1.57×
+    # the bytes at the same CRF); render.x264_mbtree turns it back on where bytes matter more
+    # than byte-identical re-runs.
     mbtree: bool = False
 
     def options(self) -> dict[str, str]:
