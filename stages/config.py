@@ -117,10 +117,7 @@ class RenderConfig:
     x264_preset: str = "veryfast"
     crf: int = 20
     encoder_threads: int = 2
-    # x264 macroblock-tree rate control: off by default because with it identical frames gave
-    # different files from encode to encode (this x264 build, every size tried but 1280x720);
-    # on gives files ~1/3 smaller at the same CRF (sample renders: 1.57x larger without it)
-    # but no byte-identical re-runs
+    # x264 MB-tree: smaller files, but no byte-identical re-runs (see EncodeSettings.mbtree)
     x264_mbtree: bool = False
     # keyframe interval, s (closed GOP: seeking decodes at most this much)
     gop_s: float = 1.0

@@ -3,8 +3,7 @@ checks that decide whether a video is complete.
 
 Pinned for byte-identical output: libx264 with a fixed preset, CRF, thread count and GOP,
 yuv420p, no scene-cut keyframes, no MB-tree by default (with it, identical frames encoded to
-different files), bitexact muxing (no encoder version string or creation
-time).
+different files), bitexact muxing (no encoder version string or creation time).
 A closed GOP of ``gop`` frames (default 1 s) keeps seeking cheap. Videos are written to
 ``<name>.part`` and renamed only after they decode to the expected frame count, so a crash or a
 full disk never leaves a truncated video looking complete.

@@ -63,9 +63,7 @@ def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray
         if keys is not None:
             return keys
     with av.open(str(video)) as c:
-        if not c.streams.video:
-            raise ValueError(f"{video}: no video stream")
-        total = sum(1 for p in c.demux(c.streams.video[0]) if p.size)
+        total = sum(1 for p in c.demux(_video_stream(c, video)) if p.size)
     if total == 0:
         raise ValueError(f"{video}: no video packets")
     want = _even(total, n)
@@ -80,15 +78,19 @@ def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray
                      f"(frame {want[len(out)]} missing)")
 
 
+def _video_stream(container: Any, video: Path) -> Any:
+    if not container.streams.video:
+        raise ValueError(f"{video}: no video stream")
+    return container.streams.video[0]
+
+
 def _keyframes_by_seek(video: Path, n: int) -> list[np.ndarray] | None:
     """The keyframes at or before ``n`` evenly spaced times; None when they are not ``n``
     distinct keyframes (the caller then decodes evenly spaced frames instead)."""
     import av
 
     with av.open(str(video)) as c:
-        if not c.streams.video:
-            raise ValueError(f"{video}: no video stream")
-        st = c.streams.video[0]
+        st = _video_stream(c, video)
         if not st.duration or st.duration <= 0:
             return None
         st.codec_context.thread_count = 1  # views are decoded in parallel, not frames
