@@ -206,8 +206,13 @@ class ScoreConfig:
     # images per batch; "auto" device: cuda when there is one
     batch_size: int = 32
     device: str = "auto"
-    # LAION on CUDA: "auto" = fp16 weights (LayerNorm kept in fp32); fp32 everywhere else
+    # LAION: "auto" = fp16 on CUDA (weights fp16, LayerNorm fp32), fp32 elsewhere; "bf16";
+    # "fp8" = the transformer's linear layers in float8 e4m3 (Ada/Hopper GPUs: ~2x fp16's
+    # rate; scores move by a few hundredths, see README), the rest bf16
     precision: str = "auto"
+    # LAION: torch.compile the image tower (fuses the LayerNorms and activations between the
+    # matmuls; ~1 min once per process); "auto" = on CUDA
+    compile: str = "auto"
 
 
 @dataclass

@@ -218,6 +218,19 @@ def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_en
         f = clip.encode_image(x).float()
         want = mlp(f / f.norm(dim=-1, keepdim=True)).squeeze(-1).tolist()
     assert got == pytest.approx(want, abs=1e-4)
+    # a compiled tower gets every batch padded to batch_size (one shape, no recompiling):
+    # the padding rows must not change the real rows' scores
+    sc.compiled = True
+    assert sc.score(imgs) == pytest.approx(got, abs=1e-6)
+    # float8 linear layers (the GPU's fast path; float8 matmuls also run on the CPU): the
+    # same ranking and numbers within 1 % of the fp32 ones on these weights
+    sc8 = LaionAestheticScorer(wd, "open_clip_pytorch_model.bin",
+                               "sac+logos+ava1-l14-linearMSE.pth", batch_size=2,
+                               precision="fp8", compile=False)
+    assert sc8.score(imgs) == pytest.approx(want, rel=1e-2)
+    with pytest.raises(ScorerError, match="score.compile"):
+        LaionAestheticScorer(wd, "open_clip_pytorch_model.bin",
+                             "sac+logos+ava1-l14-linearMSE.pth", compile="sometimes")
     torch.save({"fc.weight": torch.zeros(1)}, wd / "wrong.pth")
     with pytest.raises(ScorerError, match="layers.0"):
         LaionAestheticScorer(wd, "open_clip_pytorch_model.bin", "wrong.pth")

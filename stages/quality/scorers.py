@@ -174,7 +174,8 @@ class LaionAestheticScorer:
     batched = True
 
     def __init__(self, weights_dir: Path, clip_file: str, mlp_file: str, device: str = "auto",
-                 batch_size: int = 32, allow_download: bool = False, precision: str = "auto"):
+                 batch_size: int = 32, allow_download: bool = False, precision: str = "auto",
+                 compile: str | bool = "auto"):
         try:
             import open_clip
             import torch
@@ -197,16 +198,29 @@ class LaionAestheticScorer:
         cuda = str(device).startswith("cuda")
         if precision == "auto":
             precision = "fp16" if cuda else "fp32"
-        if precision not in ("fp16", "fp32") or (precision == "fp16" and not cuda):
-            raise ScorerError(f"score.precision: expected auto, fp32 or (on CUDA) fp16, got "
-                              f"{precision!r} on {device}")
+        if precision not in ("fp32", "fp16", "bf16", "fp8") or (
+                precision in ("fp16", "bf16") and not cuda):
+            raise ScorerError(f"score.precision: expected auto, fp32, fp8 or (on CUDA) fp16 "
+                              f"or bf16, got {precision!r} on {device}")
+        compile_on = {"auto": cuda, "true": True, "false": False}.get(str(compile).lower())
+        if compile_on is None:
+            raise ScorerError(f"score.compile: expected auto, true or false, got {compile!r}")
+        from .fast_clip import accelerate_tower, fp8_supported
+
+        if precision == "fp8" and (why := fp8_supported(device)):
+            raise ScorerError(f"score.precision=fp8: {why}; use fp16 or bf16")
         self.device, self.batch_size, self.precision = device, batch_size, precision
+        self.compiled = compile_on
         pretrained = str(clip_path) if clip_path.is_file() else "openai"
-        # fp16 weights (open_clip keeps LayerNorm in fp32) rather than autocast: with no
-        # autocast and no grad, nn.MultiheadAttention takes its fused fast path
+        # low-precision weights (open_clip keeps LayerNorm in fp32) rather than autocast
         model, _, preprocess = open_clip.create_model_and_transforms(
-            LAION_ARCH, pretrained=pretrained, device=device, precision=precision)
+            LAION_ARCH, pretrained=pretrained, device=device,
+            precision="bf16" if precision == "fp8" else precision)
         model.eval()
+        if cuda or precision == "fp8":  # flash attention, fusable blocks, fp8 matmuls
+            accelerate_tower(model.visual, fp8=precision == "fp8")
+        if compile_on:
+            model.visual = torch.compile(model.visual)
         self.model, self.preprocess = model, preprocess
         if mlp_path.is_file():
             state = torch.load(mlp_path, map_location="cpu", weights_only=True)
@@ -251,7 +265,8 @@ class LaionAestheticScorer:
     def dtype(self) -> Any:
         import torch
 
-        return torch.float16 if self.precision == "fp16" else torch.float32
+        return {"fp16": torch.float16, "bf16": torch.bfloat16,
+                "fp8": torch.bfloat16}.get(self.precision, torch.float32)
 
     def embed(self, images: Sequence[np.ndarray]) -> Any:
         import torch
@@ -267,7 +282,13 @@ class LaionAestheticScorer:
                 else:
                     batch = torch.stack([self.preprocess(Image.fromarray(im))
                                          for im in chunk]).to(self.device, self.dtype)
-                f = self.model.encode_image(batch).float()
+                n = len(batch)
+                if self.compiled and n < self.batch_size:
+                    # one input shape: no recompilation for a short last batch (rows are
+                    # independent, so the padding changes no other frame's numbers)
+                    batch = torch.cat([batch, batch[-1:].expand(self.batch_size - n,
+                                                                *batch.shape[1:])])
+                f = self.model.encode_image(batch)[:n].float()
                 feats.append(f / f.norm(dim=-1, keepdim=True))
         return torch.cat(feats)
 
@@ -285,4 +306,4 @@ def make_scorer(scfg: Any) -> BrisqueScorer | LaionAestheticScorer:
         return BrisqueScorer()
     return LaionAestheticScorer(Path(scfg.laion_weights_dir), scfg.clip_weights_file,
                                 scfg.mlp_file, scfg.device, scfg.batch_size,
-                                scfg.allow_download, scfg.precision)
+                                scfg.allow_download, scfg.precision, scfg.compile)

@@ -8,7 +8,10 @@
    keyframes by ``--workers`` decode threads, luminance, then the scorer.
 
 Run: .venv/bin/python tests/benchmarks/bench_score.py [--frames 64] [--batch 32] [--views 64]
-     [--workers 0] [--skip-laion] [--skip-brisque-e2e]
+     [--workers 0] [--variants fp16 fp16+compile fp8+compile] [--e2e-variants ...]
+     [--skip-laion] [--skip-brisque-e2e]
+
+Each LAION variant also prints its accuracy against the fp32 tower on the same frames.
 """
 
 from __future__ import annotations
@@ -60,11 +63,12 @@ def main() -> None:
     ap.add_argument("--distinct", type=int, default=8, help="distinct videos among them")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=0, help="decode threads; 0: one per CPU")
-    ap.add_argument("--precision", default="auto")
     ap.add_argument("--skip-laion", action="store_true")
-    ap.add_argument("--compile", action="store_true",
-                    help="torch.compile the image tower first (not yet a scorer option: "
-                         "measure it here before it becomes one)")
+    ap.add_argument("--variants", nargs="*", default=None,
+                    help="LAION set-ups: PRECISION[+compile], PRECISION one of fp32 fp16 "
+                         "bf16 fp8 (default on CUDA: fp16 fp16+compile fp8+compile)")
+    ap.add_argument("--e2e-variants", nargs="*", default=None,
+                    help="run end to end only these variants (default: all)")
     ap.add_argument("--skip-brisque-e2e", action="store_true")
     args = ap.parse_args()
     w, h = (int(x) for x in args.size.split("x"))
@@ -119,45 +123,71 @@ def main() -> None:
 
         wd = tmpd / "weights"
         wd.mkdir()
+        torch.manual_seed(0)
         torch.save(open_clip.create_model("ViT-L-14-quickgelu", pretrained=None).state_dict(),
                    wd / "clip.bin")
         torch.save(laion_mlp().state_dict(), wd / "mlp.pth")
-        sc = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch,
-                                  precision=args.precision)
-        if args.compile:
+        cuda = torch.cuda.is_available()
+        variants = args.variants or (["fp16", "fp16+compile", "fp8+compile"] if cuda
+                                     else ["fp32"])
+        ref = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch,
+                                   precision="fp32", compile=False)
+        probe = imgs[:64]
+        ref_emb, ref_scores = ref.embed(probe), np.array(ref.score(probe))
+        del ref
+        for variant in variants:
+            try:
+                _laion_variant(args, variant, wd, imgs, probe, ref_emb, ref_scores, e2e,
+                               videos)
+            except Exception as exc:  # noqa: BLE001 - report it, measure the next variant
+                print(f"[{variant}] failed: {type(exc).__name__}: {str(exc)[:2000]}")
+            if cuda:
+                torch.cuda.empty_cache()
+
+
+def _laion_variant(args, variant, wd, imgs, probe, ref_emb, ref_scores, e2e, videos) -> None:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    prec, _, comp = variant.partition("+")
+    t0 = time.perf_counter()
+    sc = LaionAestheticScorer(wd, "clip.bin", "mlp.pth", batch_size=args.batch,
+                              precision=prec, compile=comp == "compile")
+    sc.score(imgs[: args.batch])  # warm-up (and compilation)
+    print(f"[{variant}] load + first batch: {time.perf_counter() - t0:.1f} s")
+    # accuracy against fp32 on the same frames (random weights: the embedding's
+    # cosine is the meaningful figure; the random MLP's scores are ~0.05)
+    cos = (sc.embed(probe).float().cpu() * ref_emb.cpu()).sum(-1)
+    dev = np.abs(np.array(sc.score(probe)) - ref_scores) / np.abs(ref_scores).mean()
+    print(f"[{variant}] vs fp32 on {len(probe)} frames: embedding cosine min "
+          f"{cos.min():.5f}, score deviation max {dev.max():.2e} of the mean score")
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    sc.score(imgs)
+    if cuda:
+        torch.cuda.synchronize()
+    fps = args.frames / (time.perf_counter() - t0)
+    per = ", ".join(f"{fps / k:.1f} views/s at {k} frames/view"
+                    for k in args.frames_per_view)
+    print(f"[scorer only] laion ViT-L/14 {variant} on {sc.device} "
+          f"({torch.get_num_threads()} torch threads), batch {args.batch}: "
+          f"{fps:.1f} frames/s = {per}")
+    if cuda:  # the tower alone on a batch already on the GPU: the ceiling
+        x = sc._gpu_batch(imgs[: args.batch])
+        with torch.inference_mode():
+            sc.model.encode_image(x)
+            torch.cuda.synchronize()
             t0 = time.perf_counter()
-            sc.model.visual = torch.compile(sc.model.visual)
-            sc.score(imgs[: args.batch])
-            print(f"torch.compile of the image tower + first batch: "
-                  f"{time.perf_counter() - t0:.1f} s")
-        sc.score(imgs[: args.batch])  # warm-up
-        if sc.device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        sc.score(imgs)
-        if sc.device == "cuda":
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
-        fps = args.frames / dt
-        per = ", ".join(f"{fps / k:.1f} views/s at {k} frames/view"
-                        for k in args.frames_per_view)
-        print(f"[scorer only] laion ViT-L/14 on {sc.device} ({sc.precision}"
-              f"{', compiled' if args.compile else ''}, "
-              f"{torch.get_num_threads()} torch threads), batch {args.batch}: "
-              f"{fps:.1f} frames/s = {per}")
-        if sc.device == "cuda":  # the model alone on a batch already on the GPU: the ceiling
-            x = sc._gpu_batch(imgs[: args.batch])
-            with torch.inference_mode():
+            for _ in range(8):
                 sc.model.encode_image(x)
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                for _ in range(8):
-                    sc.model.encode_image(x)
-                torch.cuda.synchronize()
-            dt = time.perf_counter() - t0
-            print(f"[model only] ViT-L/14 encode_image, batch {args.batch} on the GPU: "
-                  f"{8 * args.batch / dt:.1f} frames/s")
-        e2e(sc, f"laion on {sc.device}", videos)
+            torch.cuda.synchronize()
+        fps = 8 * args.batch / (time.perf_counter() - t0)
+        print(f"[model only] ViT-L/14 {variant} encode_image, batch {args.batch} on "
+              f"the GPU: {fps:.1f} frames/s ({fps * 162e9 / 1e12:.0f} TFLOP/s at "
+              "162 GFLOP a frame)")
+    if args.e2e_variants is None or variant in args.e2e_variants:
+        e2e(sc, f"laion {variant} on {sc.device}", videos)
 
 
 class _NullScorer:
