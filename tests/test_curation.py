@@ -140,6 +140,16 @@ def test_frames_are_sampled_over_keyframes_and_fall_back_to_all_frames(tmp_path)
     # more wanted than there are keyframes: spread over all 40, first and last included
     assert which(sample_frames(video, 10)) == [0, 4, 9, 13, 17, 22, 26, 30, 35, 39]
     assert which(sample_frames(video, 4, "even")) == [0, 13, 26, 39]
+    # to the bit what a plain decode of the whole video gives at those frames
+    import av
+
+    with av.open(str(video)) as c:
+        full = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+    for got, i in zip(sample_frames(video, 4), [0, 10, 25, 35], strict=True):
+        assert np.array_equal(got, full[i])
+    for got, i in zip(sample_frames(video, 10), [0, 4, 9, 13, 17, 22, 26, 30, 35, 39],
+                      strict=True):
+        assert np.array_equal(got, full[i])
     with pytest.raises(ValueError, match="sample_at.*'sometimes'"):
         sample_frames(video, 4, "sometimes")
 
@@ -218,6 +228,10 @@ def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_en
         f = clip.encode_image(x).float()
         want = mlp(f / f.norm(dim=-1, keepdim=True)).squeeze(-1).tolist()
     assert got == pytest.approx(want, abs=1e-4)
+    # the preprocessing a GPU uses (resize and crop as matrix products) against open_clip's
+    # PIL transform, in normalised units (~0.015 a grey level)
+    prep = sc._gpu_batch(imgs)
+    assert prep.shape == x.shape and (prep - x).abs().mean() < 0.03
     # a compiled tower gets every batch padded to batch_size (one shape, no recompiling):
     # the padding rows must not change the real rows' scores
     sc.compiled = True

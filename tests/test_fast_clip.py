@@ -62,3 +62,33 @@ def test_fp8_linear_matches_the_float_product():
     # e4m3 keeps 3 mantissa bits: ~6 % per element, averaging out over 64 products
     rel = (got - want).norm() / want.norm()
     assert rel < 0.05, rel
+
+
+@pytest.mark.parametrize("h,w", [(540, 960), (90, 160), (300, 224)])
+def test_resize_matrices_are_the_antialiased_bicubic_resize_and_centre_crop(h, w):
+    """The GPU preprocessing's resize-and-crop as two matrix products equals F.interpolate
+    (antialiased bicubic, shortest side 224) followed by the centre crop, down- and
+    upscaling, and stays close to open_clip's PIL preprocessing."""
+    import numpy as np
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from stages.quality.scorers import resize_matrix
+
+    s = 224 / min(h, w)
+    oh, ow = max(224, round(h * s)), max(224, round(w * s))
+    top, left = (oh - 224) // 2, (ow - 224) // 2
+    rng = np.random.default_rng(h)
+    img = rng.integers(0, 256, (h // 8 + 1, w // 8 + 1, 3), dtype=np.uint8)
+    img = np.asarray(Image.fromarray(img).resize((w, h), Image.BILINEAR))
+    x = torch.from_numpy(img).permute(2, 0, 1).double()[None]
+    want = F.interpolate(x, size=(oh, ow), mode="bicubic", antialias=True,
+                         align_corners=False)[..., top:top + 224, left:left + 224]
+    rows, cols = resize_matrix(h, oh, top).double(), resize_matrix(w, ow, left).double()
+    assert rows.shape == (224, h) and cols.shape == (224, w)
+    got = rows @ x @ cols.t()
+    assert torch.allclose(got, want, atol=1e-9)
+    pil = Image.fromarray(img).resize((ow, oh), Image.BICUBIC)
+    pil = np.asarray(pil)[top:top + 224, left:left + 224].astype(float)
+    diff = np.abs(got[0].permute(1, 2, 0).clamp(0, 255).numpy() - pil)
+    assert diff.mean() < 1.0, diff.mean()  # grey levels: PIL rounds to integers

@@ -62,7 +62,7 @@ def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray
         keys = _keyframes_by_seek(video, n)
         if keys is not None:
             return keys
-    with av.open(str(video)) as c:
+    with _open(video) as c:
         total = sum(1 for p in c.demux(_video_stream(c, video)) if p.size)
     if total == 0:
         raise ValueError(f"{video}: no video packets")
@@ -78,6 +78,16 @@ def sample_frames(video: Path, n: int, at: str = "keyframes") -> list[np.ndarray
                      f"(frame {want[len(out)]} missing)")
 
 
+def _open(video: Path) -> Any:
+    """The container, opened without decoding a frame: by default FFmpeg's stream probing
+    decodes the first frame (a keyframe: as long as each sampled one, 10 ms at 540p); the
+    codec options given here apply to that probe only, not to the decoder used after."""
+    import av
+
+    # (PyAV types stream_options as list[str]; it takes one dict of options per stream)
+    return av.open(str(video), stream_options=[{"skip_frame": "all"}])  # type: ignore[list-item]
+
+
 def _video_stream(container: Any, video: Path) -> Any:
     if not container.streams.video:
         raise ValueError(f"{video}: no video stream")
@@ -87,9 +97,8 @@ def _video_stream(container: Any, video: Path) -> Any:
 def _keyframes_by_seek(video: Path, n: int) -> list[np.ndarray] | None:
     """The keyframes at or before ``n`` evenly spaced times; None when they are not ``n``
     distinct keyframes (the caller then decodes evenly spaced frames instead)."""
-    import av
 
-    with av.open(str(video)) as c:
+    with _open(video) as c:
         st = _video_stream(c, video)
         if not st.duration or st.duration <= 0:
             return None
@@ -167,6 +176,20 @@ def laion_mlp() -> Any:
     return AestheticMLP()
 
 
+def resize_matrix(n_in: int, n_out: int, start: int, keep: int = 224) -> Any:
+    """torch's antialiased bicubic resize of a length-``n_in`` signal to ``n_out`` samples,
+    output samples ``start .. start + keep`` (the centre crop), as a (keep, n_in) matrix:
+    the resize is linear, so the matrix is the resize of the identity (in float64; 2-D
+    antialiased bicubic is separable, so ``R_h @ image @ R_w.T`` is F.interpolate's result)."""
+    import torch
+    import torch.nn.functional as F
+
+    eye = torch.eye(n_in, dtype=torch.float64).view(n_in, 1, 1, n_in)
+    w = F.interpolate(eye, size=(1, n_out), mode="bicubic", antialias=True,
+                      align_corners=False).view(n_in, n_out)
+    return w.t()[start:start + keep].float()
+
+
 class LaionAestheticScorer:
     name = "laion"
     higher_is_better = True
@@ -211,6 +234,7 @@ class LaionAestheticScorer:
             raise ScorerError(f"score.precision=fp8: {why}; use fp16 or bf16")
         self.device, self.batch_size, self.precision = device, batch_size, precision
         self.compiled = compile_on
+        self._resize: dict[tuple, tuple] = {}
         pretrained = str(clip_path) if clip_path.is_file() else "openai"
         # low-precision weights (open_clip keeps LayerNorm in fp32) rather than autocast
         model, _, preprocess = open_clip.create_model_and_transforms(
@@ -239,26 +263,38 @@ class LaionAestheticScorer:
         self.mlp = mlp.to(device).eval()
 
     def _gpu_batch(self, images: Sequence[np.ndarray]) -> Any:
-        """open_clip's preprocessing (shortest side to 224, bicubic; centre crop; OpenAI
-        mean/std) done on the GPU: PIL on the CPU cannot feed a GPU at 1,000 views/s."""
+        """open_clip's preprocessing (shortest side to 224, bicubic, antialiased; centre crop;
+        OpenAI mean/std) done on the GPU: PIL on the CPU cannot feed a GPU at 1,000 views/s.
+        The resize and crop are two matrix products (``resize_matrix``), on the tensor cores
+        in fp16 (fp32 for an fp32 model)."""
         import torch
-        import torch.nn.functional as F
         from open_clip.constants import OPENAI_DATASET_MEAN, OPENAI_DATASET_STD
 
+        h, w = images[0].shape[:2]
+        mm = torch.float32 if self.precision == "fp32" else torch.float16
+        if (h, w, mm) not in self._resize:
+            s = 224 / min(h, w)
+            oh, ow = max(224, round(h * s)), max(224, round(w * s))
+            top, left = (oh - 224) // 2, (ow - 224) // 2
+            mean = torch.tensor(OPENAI_DATASET_MEAN, device=self.device).view(1, 3, 1, 1)
+            std = torch.tensor(OPENAI_DATASET_STD, device=self.device).view(1, 3, 1, 1)
+            self._resize[(h, w, mm)] = (
+                resize_matrix(h, oh, top).to(self.device, mm),
+                resize_matrix(w, ow, left).t().to(self.device, mm), mean * 255, std * 255)
         # a pinned staging buffer makes the upload asynchronous (the caching host allocator
         # keeps a buffer until its copy is done), so the next batch is stacked meanwhile
-        host = torch.empty((len(images), *images[0].shape), dtype=torch.uint8, pin_memory=True)
+        host = torch.empty((len(images), *images[0].shape), dtype=torch.uint8,
+                           pin_memory=str(self.device).startswith("cuda"))
         np.stack(images, out=host.numpy())
-        x = host.to(self.device, non_blocking=True)
-        x = x.permute(0, 3, 1, 2).float() / 255.0
-        h, w = x.shape[-2:]
-        s = 224 / min(h, w)
-        x = F.interpolate(x, size=(max(224, round(h * s)), max(224, round(w * s))),
-                          mode="bicubic", antialias=True, align_corners=False)
-        top, left = (x.shape[-2] - 224) // 2, (x.shape[-1] - 224) // 2
-        x = x[..., top:top + 224, left:left + 224].clamp(0, 1)
-        mean = torch.tensor(OPENAI_DATASET_MEAN, device=self.device).view(1, 3, 1, 1)
-        std = torch.tensor(OPENAI_DATASET_STD, device=self.device).view(1, 3, 1, 1)
+        return self._preprocess(host.to(self.device, non_blocking=True), mm)
+
+    def _preprocess(self, x: Any, mm: Any) -> Any:
+        """(B, H, W, 3) uint8 on the device → the tower's normalised (B, 3, 224, 224)."""
+        import torch
+
+        rows, cols, mean, std = self._resize[(x.shape[1], x.shape[2], mm)]
+        x = x.permute(0, 3, 1, 2).to(mm, memory_format=torch.contiguous_format)
+        x = (rows @ (x @ cols)).float().clamp_(0, 255)  # (B, 3, 224, 224), 0..255
         return ((x - mean) / std).to(self.dtype)
 
     @property

@@ -173,7 +173,40 @@ def _laion_variant(args, variant, wd, imgs, probe, ref_emb, ref_scores, e2e, vid
     print(f"[scorer only] laion ViT-L/14 {variant} on {sc.device} "
           f"({torch.get_num_threads()} torch threads), batch {args.batch}: "
           f"{fps:.1f} frames/s = {per}")
-    if cuda:  # the tower alone on a batch already on the GPU: the ceiling
+    if cuda:  # the parts of a batch: host staging, GPU preprocessing, the tower alone
+        import torch.nn.functional as F
+
+        batch = imgs[: args.batch]
+        host = torch.empty((len(batch), *batch[0].shape), dtype=torch.uint8, pin_memory=True)
+        t0 = time.perf_counter()
+        for _ in range(4):
+            np.stack(batch, out=host.numpy())
+        dt = (time.perf_counter() - t0) / 4
+        print(f"[host] np.stack of {len(batch)} frames into pinned memory: {dt * 1e3:.1f} ms "
+              f"({len(batch) / dt:.0f} frames/s)")
+        xg = host.to(sc.device)
+
+        def interp():  # the F.interpolate preprocessing used before the resize matrices
+            x = xg.permute(0, 3, 1, 2).float() / 255.0
+            x = F.interpolate(x, size=(224, round(x.shape[-1] * 224 / x.shape[-2])),
+                              mode="bicubic", antialias=True, align_corners=False)
+            return x[..., :224].clamp(0, 1)
+
+        mm = torch.float16 if sc.precision != "fp32" else torch.float32
+
+        def mats():
+            return sc._preprocess(xg, mm)
+
+        for label, fn in (("F.interpolate (before)", interp), ("resize matrices", mats)):
+            fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(4):
+                fn()
+            torch.cuda.synchronize()
+            dt = (time.perf_counter() - t0) / 4
+            print(f"[preprocess] {label}, batch {len(batch)}: {dt * 1e3:.1f} ms "
+                  f"({len(batch) / dt:.0f} frames/s)")
         x = sc._gpu_batch(imgs[: args.batch])
         with torch.inference_mode():
             sc.model.encode_image(x)
