@@ -232,6 +232,9 @@ def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_en
     # PIL transform, in normalised units (~0.015 a grey level)
     prep = sc._gpu_batch(imgs)
     assert prep.shape == x.shape and (prep - x).abs().mean() < 0.03
+    # a batch large enough to be staged by several threads: every frame in its own place
+    many = [np.roll(im, k, axis=1) for k in range(6) for im in imgs]
+    assert torch.equal(sc._gpu_batch(many), torch.cat([sc._gpu_batch([m]) for m in many]))
     # a compiled tower gets every batch padded to batch_size (one shape, no recompiling):
     # the padding rows must not change the real rows' scores
     sc.compiled = True
