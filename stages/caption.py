@@ -20,7 +20,7 @@ from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
 from .datasets.grounded_caption import grounded_captions
 from .datasets.samples import clip_frames
-from .inventory import write_parquet
+from .parquet_io import write_parquet
 from .stage_args import stage_args
 
 COLUMNS = ["key", "level_id", "trajectory", "start_frame", "end_frame", "fps", "backend",

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "shard": lambda a: _stage_main("shard", a),
         "lerobot": lambda a: _stage_main("lerobot_export", a),
         "report": lambda a: _stage_main("report", a),
+        "node": lambda a: _stage_main("cluster.node_cli", a),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
@@ -74,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
               "  inventory       scan an asset library → levels/characters.parquet\n"
               "  view            serve a page to inspect one rendered trajectory\n"
               "  caption, shard, lerobot, report   the dataset stages (also run by dvc repro)\n"
-              "  diff REV_A REV_B   what changed in the dataset between two git revisions")
+              "  diff REV_A REV_B   what changed in the dataset between two git revisions\n"
+              "  node run|slots|snapshots   the node runner: Stage I + II on every slot of this "
+              "machine; its slot plan; failure snapshots by reason")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

@@ -35,6 +35,7 @@ from .core.actions import ACTIONS, resolve_animation_map
 from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model
+from .parquet_io import write_parquet
 
 LEVEL_COLUMNS = [
     "level_id", "pack", "content_dir", "path", "format", "kind", "enabled", "reason", "detail",
@@ -410,17 +411,6 @@ def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> Inve
     known = set(levels["level_id"])
     notes = [f"override for unknown level '{k}' ignored" for k in overrides if k not in known]
     return InventoryResult(levels, inventory_characters(root, cfg, entries), notes)
-
-
-def write_parquet(df: pd.DataFrame, path: Path) -> None:
-    """Deterministic Parquet: no pandas index, fixed compression, no wall-clock metadata."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    table = table.replace_schema_metadata({})
-    pq.write_table(table, path, compression="zstd", write_statistics=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .inventory import write_parquet
+from .cluster.pool_plan import pool_levels
+from .parquet_io import write_parquet
 from .stage_args import stage_args
 
 COLUMNS = ["level_id", "node", "pass", "position"]
@@ -56,14 +57,6 @@ def build_pools(levels: list[str], nodes: list[str], passes: int, seed: int) -> 
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def pool_levels(pools: pd.DataFrame, node: str = "", pass_index: int = 0) -> list[str]:
-    """Levels of one node's pool (every pool when ``node`` is empty) in that pass's order."""
-    p = pools[pools["pass"] == pass_index]
-    if node:
-        p = p[p["node"] == node]
-    return p.sort_values(["node", "position"])["level_id"].astype(str).tolist()
-
-
 def main(argv: list[str] | None = None) -> int:
     parsed = stage_args("wmforge pools", __doc__, argv, {
         "select": "data/select/levels.parquet", "out": "data/pools"})
@@ -82,3 +75,5 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+__all__ = ["assign", "build_pools", "pass_order", "pool_levels"]

@@ -23,7 +23,7 @@ from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import clip_index
-from .inventory import write_parquet
+from .parquet_io import write_parquet
 from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
 from .stage_args import stage_args
 

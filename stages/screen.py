@@ -28,7 +28,7 @@ import yaml
 from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .datasets.clip_spans import clip_index
-from .inventory import write_parquet
+from .parquet_io import write_parquet
 from .quality.renderability import (
     LOAD_FAILURE,
     NO_WALKABLE_REGION,

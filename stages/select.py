@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .config import SelectConfig
-from .inventory import write_parquet
+from .parquet_io import write_parquet
 from .stage_args import stage_args
 
 COLUMNS = ["level_id", "verdict", "retained", "reason", "views", "views_passed", "pass_rate",

@@ -1,0 +1,125 @@
+"""Skip keys that cannot go stale (DESIGN §6): what decides "already done" for a trajectory or a
+render covers the inputs, the settings, the bytes of the assets it reads and the version of the
+code that makes it. A code fix or an edited texture re-makes the output; nothing has to be
+cleared by hand.
+
+Asset trees are hashed file by file; a digest is cached per (path, size, mtime) in
+``<work>/asset_digests.json``, so an unchanged library costs a ``stat`` per file, not a read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+
+from ..config import RenderConfig
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)
+STAGE1_SOURCES = ("core", "engine")
+STAGE2_SOURCES = ("core", "engine", "media")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@cache
+def code_version(parts: tuple[str, ...] = STAGE2_SOURCES) -> str:
+    """``<package version>+<16 hex>``: the wmforge version and a hash of the Python sources of
+    ``parts`` (sub-packages of ``stages``), by relative path and bytes."""
+    try:
+        ver = metadata.version("wmforge")
+    except metadata.PackageNotFoundError:
+        ver = "0+unknown"
+    h = hashlib.sha256()
+    for part in parts:
+        for p in sorted((PACKAGE_ROOT / part).rglob("*.py")):
+            h.update(p.relative_to(PACKAGE_ROOT).as_posix().encode() + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return f"{ver}+{h.hexdigest()[:16]}"
+
+
+class AssetDigests:
+    """sha256 of asset files and trees, cached by (path, size, mtime_ns)."""
+
+    def __init__(self, cache_file: Path | None = None):
+        self.cache_file = cache_file
+        self.cache: dict[str, list] = {}
+        self.dirty = False
+        if cache_file is not None and cache_file.is_file():
+            try:
+                self.cache = json.loads(cache_file.read_text())
+            except (OSError, ValueError):
+                self.cache = {}
+
+    def file(self, path: Path) -> str:
+        st = path.stat()
+        key = str(path.resolve())
+        hit = self.cache.get(key)
+        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
+            return str(hit[2])
+        digest = sha256_file(path)
+        self.cache[key] = [st.st_size, st.st_mtime_ns, digest]
+        self.dirty = True
+        return digest
+
+    def tree(self, root: Path) -> str:
+        """One digest of every file under ``root`` (or of ``root`` itself if it is a file)."""
+        if root.is_file():
+            return self.file(root)
+        h = hashlib.sha256()
+        for p in sorted(q for q in root.rglob("*") if q.is_file()):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0")
+            h.update(self.file(p).encode())
+        return h.hexdigest()
+
+    def save(self) -> None:
+        if self.cache_file is None or not self.dirty:
+            return
+        self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.cache_file.with_name(f"{self.cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.cache, sort_keys=True))
+        os.replace(tmp, self.cache_file)
+        self.dirty = False
+
+
+def pack_dir(library: Path, rel_path: str) -> Path:
+    """The asset pack holding a library-relative file: the first folder under the root."""
+    first = Path(rel_path).parts[0] if Path(rel_path).parts else ""
+    return library / first
+
+
+def render_settings(rcfg: RenderConfig, fps: int) -> dict:
+    """The settings that shape a render's bytes (part of its key and of its meta.json)."""
+    w, h = rcfg.size()
+    return {"width": w, "height": h, "spatial_samples": rcfg.spatial_samples,
+            "temporal_samples": rcfg.temporal_samples, "shutter": rcfg.shutter,
+            "warmup_frames": rcfg.warmup_frames, "x264_preset": rcfg.x264_preset,
+            "crf": rcfg.crf, "encoder_threads": rcfg.encoder_threads,
+            "x264_mbtree": rcfg.x264_mbtree,
+            "gop": max(1, round(rcfg.gop_s * fps)), "preview": rcfg.preview,
+            "preview_x264_preset": rcfg.preview_x264_preset,
+            "preview_encoder_threads": rcfg.preview_encoder_threads,
+            "mask_scale": rcfg.mask_scale, "align_radius_px": rcfg.align_radius_px,
+            "align_min": rcfg.align_min}
+
+
+def render_key(traj_dir: Path, settings: dict, code: str = "", assets: str = "") -> str:
+    """Identity of one render: the trajectory's bytes (its meta.json carries Stage I's own key),
+    the settings, the Stage II code version and the digest of the assets it reads."""
+    from ..engine.render_worker import traj_files
+
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h.update(f"\0{code}\0{assets}\0".encode())
+    for name in (*traj_files(traj_dir), "meta.json"):
+        h.update(sha256_file(traj_dir / name).encode())
+    return h.hexdigest()[:16]

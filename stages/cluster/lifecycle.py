@@ -1,0 +1,465 @@
+"""A level's slot lifecycle (paper §5.3): assign → stage assets → Stage I (own process,
+trajectories published as they finish) → Stage II for what Stage I produced → cleanup.
+
+:class:`LevelUnit` is the unit of work the node runner gives a slot; the three entry points
+below build units and run them on every slot of this machine:
+
+- :func:`make_trajectories` — Stage I only (the ``trajectories`` DVC stage, screening clips);
+- :func:`render_trajectories` — Stage II only (the ``render`` DVC stage, screening clips);
+- :func:`run_levels` — the whole lifecycle per level (``wmforge node run``, production).
+
+Each pass of a node's pool (``pools.parquet``) is consumed in its own shuffled order; pass ``p``
+makes trajectory indices ``p*per_level … (p+1)*per_level - 1`` of a level, so a second pass
+adds new trajectories (§5.2: randomized initialization) instead of redoing the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
+from ..core.engine_types import CharacterSpec
+from ..core.progress import PROGRESS
+from ..engine.stage1_worker import is_complete
+from .gpus import SlotPlan
+from .keys import (
+    STAGE1_SOURCES,
+    STAGE2_SOURCES,
+    AssetDigests,
+    code_version,
+    pack_dir,
+    render_key,
+    render_settings,
+)
+from .lifetimes import try_lock
+from .node_runner import NodeRunner, Step, StepResult, UnitFailure, python_argv, stale_tmp_dirs
+from .recovery import finished, level_parts, recover_all, recover_instance
+
+STAGE1_FAIL_COLUMNS = ["level_id", "trajectory", "reason", "detail"]
+RENDER_FAIL_COLUMNS = ["level_id", "trajectory", "reason", "detail", "instance"]
+INDEX_COLUMNS = ["level_id", "trajectory", "path", "instance", "character_id", "frames", "fps",
+                 "duration_s", "width", "height", "aligned_fraction"]
+
+
+def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
+                    max_slope_deg: float = 45.0) -> list[CharacterSpec]:
+    ok = chars[chars["ok"].astype(bool)]
+    if wanted:
+        missing = sorted(set(wanted) - set(ok["character_id"]))
+        if missing:
+            raise ConfigError(f"trajectories.characters: unknown or unusable {missing}")
+        ok = ok[ok["character_id"].isin(wanted)]
+    specs = []
+    for r in ok.sort_values("character_id").to_dict("records"):
+        specs.append(CharacterSpec(
+            character_id=str(r["character_id"]), capsule_radius=float(r["capsule_radius_m"]),
+            capsule_half_height=float(r["capsule_half_height_m"]),
+            visual_height=float(r["visual_height_m"]), walk_speed=float(r["walk_speed"]),
+            step_height=float(r["step_height_m"]), locomotion=str(r["locomotion"]),
+            height_offset=float(r["height_offset_m"]), max_slope_deg=max_slope_deg,
+            scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
+            model_path=str(library / str(r["model_path"])),
+            animations=json.loads(str(r["animation_json"]))))
+    if not specs:
+        raise ConfigError("no usable character in characters.parquet")
+    return specs
+
+
+def level_dir_name(level_id: str) -> str:
+    return level_id.replace("/", "__")
+
+
+@dataclass
+class NodeContext:
+    """What every unit of one run shares."""
+
+    cfg: WmforgeConfig
+    library: Path
+    traj_root: Path
+    render_root: Path | None
+    rcfg: RenderConfig | None = None
+    digests: AssetDigests = field(default_factory=AssetDigests)
+    specs: list[CharacterSpec] = field(default_factory=list)
+    char_packs: list[Path] = field(default_factory=list)  # library folders of the characters
+    base: Path = field(default_factory=Path.cwd)
+
+    @property
+    def node(self) -> NodeConfig:
+        return self.cfg.node
+
+    def stage1_key(self, row: dict) -> str:
+        """Everything that shapes a level's trajectories: seed, config, the level row, the
+        Stage I code and the bytes of the level's pack and of the characters."""
+        assets = {"level": self.digests.tree(pack_dir(self.library, str(row["path"]))),
+                  "characters": [self.digests.tree(p) for p in self.char_packs]}
+        tcfg = asdict(self.cfg.trajectories)
+        tcfg.pop("levels")  # which levels run is a selection; it shapes no trajectory
+        blob = json.dumps({"seed": self.cfg.seed, "trajectories": tcfg,
+                           "engine": asdict(self.cfg.engine), "level": row,
+                           "code": code_version(STAGE1_SOURCES), "assets": assets},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def char_cache(self, pack: Path) -> Path:
+        """The node-level copy of a character pack (§12: stored once per node), made once."""
+        cache = Path(self.node.work_dir) / "cache" / "characters"
+        digest = self.digests.tree(pack)
+        dst = cache / f"{pack.name}-{digest[:12]}"
+        if dst.exists():
+            return dst
+        lock = try_lock(cache / f".{pack.name}.lock")
+        try:
+            if not dst.exists():
+                tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(pack, tmp, symlinks=True)
+                tmp.rename(dst)
+        finally:
+            if lock is not None:
+                lock.close()
+        return dst
+
+
+class LevelUnit:
+    """One level on one slot: Stage I for ``indices`` (None: skip), then Stage II (if
+    ``render``) for the trajectories of those indices (all of the level's when None)."""
+
+    def __init__(self, ctx: NodeContext, row: dict, indices: list[int] | None, render: bool,
+                 unit_id: str = "", pack: Path | None = None,
+                 char_dirs: list[Path] | None = None):
+        self.ctx, self.row = ctx, row
+        # what is copied into the slot: the level's pack; the characters' folders (cached)
+        self.level_file = ctx.library / str(row["path"]) if pack is None else Path(row["path"])
+        self.pack = pack if pack is not None else pack_dir(ctx.library, str(row["path"]))
+        self.char_dirs = list(ctx.char_packs if char_dirs is None else char_dirs)
+        self.level_id = str(row["level_id"])
+        self.unit_id = unit_id or self.level_id
+        self.indices, self.render = indices, render
+        self.phase = "stage1" if indices is not None else ("render" if render else "done")
+        self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
+                                                         "up_axis")}) if indices else ""
+        self.out = ctx.traj_root / level_dir_name(self.level_id)
+        self.stage1_failures: list[dict] = []
+        self.render_failures: list[dict] = []
+        self.wanted: list[tuple[str, str, str, str]] = []  # (level, scene/level, traj, key)
+        self.path_map1: dict[str, str] = {}
+        self.path_map2: dict[str, str] = {}
+        self.load_path = ""
+
+    # -------------------------------------------------------------- staging (§5.3, §12)
+
+    def stage(self, slot_dir: Path) -> None:
+        ctx = self.ctx
+        self.load_path = ""
+        self.path_map1, self.path_map2 = {}, {}
+        if not ctx.node.stage_assets:
+            return
+        staged = slot_dir / "assets" / self.pack.name
+        shutil.copytree(self.pack, staged, symlinks=True)
+        self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
+                                                      os.path.abspath(self.pack)))
+        self.path_map1 = {str(self.pack): str(staged)}
+        self.path_map2 = {os.path.abspath(self.pack): os.path.abspath(staged)}
+        for cd in self.char_dirs:
+            tag = hashlib.sha256(os.path.abspath(cd).encode()).hexdigest()[:8]
+            link = slot_dir / "characters" / f"{cd.name}-{tag}"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(ctx.char_cache(cd).resolve())
+            self.path_map1[str(cd)] = str(link)
+            self.path_map2[os.path.abspath(cd)] = os.path.abspath(link)
+
+    def cleanup(self, slot_dir: Path) -> None:
+        shutil.rmtree(slot_dir / "assets", ignore_errors=True)
+        shutil.rmtree(slot_dir / "characters", ignore_errors=True)
+
+    # -------------------------------------------------------------- steps
+
+    def next_step(self, slot: SlotPlan, slot_dir: Path, instance: str) -> Step | None:
+        if self.phase == "stage1":
+            step = self._stage1_step(slot_dir, instance)
+            if step is not None:
+                return step
+            self.phase = "render" if self.render else "done"
+        if self.phase == "render":
+            step = self._render_step(instance)
+            if step is not None:
+                return step
+            self.phase = "done"
+        return None
+
+    def missing(self) -> list[int]:
+        return [i for i in (self.indices or [])
+                if not is_complete(self.out / f"traj_{i:04d}", self.chash)]
+
+    def _stage1_step(self, slot_dir: Path, instance: str) -> Step | None:
+        missing = self.missing()
+        if not missing:
+            return None
+        ctx, cfg = self.ctx, self.ctx.cfg
+        folder = slot_dir / instance
+        folder.mkdir(parents=True)
+        spec = {
+            "level_id": self.level_id, "level_path": str(self.level_file),
+            "load_path": self.load_path, "path_map": self.path_map1,
+            "scale": float(self.row["scale"]), "up_axis": str(self.row["up_axis"]),
+            "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
+            "seed": cfg.seed, "engine": asdict(cfg.engine),
+            "characters": [asdict(s) for s in ctx.specs],
+            "actions": asdict(cfg.trajectories.actions), "spawn": asdict(cfg.trajectories.spawn),
+            "cameras": asdict(cfg.trajectories.cameras),
+            "camera_rays": cfg.trajectories.camera_rays,
+            "resolved_config": {"trajectories": asdict(cfg.trajectories),
+                                "engine": asdict(cfg.engine), "seed": cfg.seed,
+                                "config_hash": self.chash,
+                                "code_version": code_version(STAGE1_SOURCES)},
+            "config_hash": self.chash, "out_dir": str(self.out),
+            "progress": str(folder / PROGRESS), "heartbeat": str(folder / "heartbeat"),
+            "failures": str(folder / "failures.jsonl"),
+        }
+        (folder / "spec.json").write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+        return Step("stage1", instance, python_argv("stages.engine.stage1_worker",
+                                                    str(folder / "spec.json")),
+                    folder, folder / PROGRESS, folder / "engine.log",
+                    [folder / "heartbeat", self.out], self.ctx.node.stage1_timeout_s,
+                    len(missing), self.chash, self.level_id)
+
+    def _render_step(self, instance: str) -> Step | None:
+        ctx = self.ctx
+        assert ctx.render_root is not None and ctx.rcfg is not None
+        rcfg, root = ctx.rcfg, ctx.render_root
+        settings = render_settings(rcfg, ctx.cfg.engine.fps)
+        code = code_version(STAGE2_SOURCES)
+        scene, level = level_parts(self.level_id)
+        done = finished(root)
+        jobs, self.wanted = [], []
+        names = (None if self.indices is None else {f"traj_{i:04d}" for i in self.indices})
+        for meta_p in sorted(self.out.glob("traj_*/meta.json")):
+            tdir = meta_p.parent
+            if names is not None and tdir.name not in names:
+                continue
+            key = render_key(tdir, settings, code, self._render_assets(tdir))
+            self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
+            if (f"{scene}/{level}", tdir.name, key) in done:
+                continue
+            jobs.append({"name": tdir.name, "traj_dir": str(tdir.resolve()), "key": key})
+        if not jobs:
+            return None
+        inst = root / scene / level / instance
+        inst.mkdir(parents=True)
+        (inst / "instance.json").write_text(json.dumps(
+            {"level_id": self.level_id, "settings": settings, "display": ctx.cfg.engine.display,
+             "base": str(ctx.base), "jobs": jobs, "path_map": self.path_map2,
+             "lineage": {"code_version": code}}, indent=1) + "\n")
+        return Step("render", instance, python_argv("stages.engine.render_worker", str(inst)),
+                    inst, inst / PROGRESS, inst / "renderer.log", [inst],
+                    rcfg.instance_timeout_s, len(jobs), "", self.level_id)
+
+    def _render_assets(self, tdir: Path) -> str:
+        """Digest of what Stage II reads besides the trajectory: the level's pack and the
+        character's pack (paths as recorded)."""
+        try:
+            meta = json.loads((tdir / "meta.json").read_text())
+        except (OSError, ValueError):
+            return ""
+        parts = []
+        for rec in ((meta.get("level") or {}).get("path"),
+                    (meta.get("character") or {}).get("model")):
+            p = Path(str(rec or ""))
+            p = p if p.is_absolute() else self.ctx.base / p
+            if p.exists():
+                parts.append(self.ctx.digests.tree(p.parent))
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+    def recover(self, step: Step) -> None:
+        if step.kind == "render":
+            recover_instance(step.folder, lambda m: None)
+        else:
+            for p in stale_tmp_dirs(self.ctx.traj_root):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def step_ended(self, result: StepResult) -> None:
+        step = result.step
+        if step.kind == "stage1":
+            fl = step.folder / "failures.jsonl"
+            if fl.exists():
+                self.stage1_failures += [json.loads(x) for x in fl.read_text().splitlines()]
+                fl.unlink()
+        elif step.folder.exists():
+            fl = step.folder / "failures.jsonl"
+            if fl.exists():
+                for line in fl.read_text().splitlines():
+                    d = json.loads(line)
+                    self.render_failures.append({"level_id": self.level_id,
+                                                 "trajectory": d["trajectory"],
+                                                 "reason": d["reason"], "detail": d["detail"],
+                                                 "instance": step.instance})
+        if result.final:
+            self.phase = ("render" if step.kind == "stage1" and self.render else "done")
+
+
+# ------------------------------------------------------------------ entry points
+
+
+def _context(cfg: WmforgeConfig, library: Path, traj_root: Path, render_root: Path | None,
+             chars: pd.DataFrame | None, rcfg: RenderConfig | None) -> NodeContext:
+    work = Path(cfg.node.work_dir)
+    ctx = NodeContext(cfg, library, traj_root, render_root, rcfg or cfg.render,
+                      AssetDigests(work / "asset_digests.json"))
+    if chars is not None:
+        ctx.specs = character_specs(chars, library, cfg.trajectories.characters)
+        ok = chars[chars["character_id"].isin([s.character_id for s in ctx.specs])]
+        ctx.char_packs = sorted({pack_dir(library, str(p)) for p in ok["model_path"]})
+    return ctx
+
+
+def _runner(cfg: WmforgeConfig, log: Callable[[str], Any], watch: list | None) -> NodeRunner:
+    return NodeRunner(cfg.node, cfg.render.node_id, log, watch_ancestors=watch)
+
+
+def _unit_rows(fails: list[UnitFailure], stage: str) -> list[dict]:
+    return [{"level_id": f.level_id, "trajectory": -1, "reason": f.reason,
+             "detail": f"{f.detail} (after {f.attempts} attempts; snapshot {f.snapshot})",
+             "instance": ""} for f in fails if f.stage == stage or
+            (stage == "stage1" and f.stage == "stage_assets")]
+
+
+def stage1_units(ctx: NodeContext, levels: pd.DataFrame, order: list[tuple[str, int]],
+                 render: bool) -> list[LevelUnit]:
+    per = ctx.cfg.trajectories.per_level
+    rows = {str(r["level_id"]): r for r in levels.to_dict("records")}
+    units = []
+    for lid, p in order:
+        if lid in rows:
+            units.append(LevelUnit(ctx, rows[lid], list(range(p * per, (p + 1) * per)), render,
+                                   f"{lid}#pass{p}"))
+    return units
+
+
+def default_order(levels: pd.DataFrame) -> list[tuple[str, int]]:
+    return [(str(x), 0) for x in sorted(levels["level_id"].astype(str))]
+
+
+def make_trajectories(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame,
+                      library: Path, out: Path, log: Callable[[str], Any] = print,
+                      order: list[tuple[str, int]] | None = None,
+                      watch: list | None = None) -> pd.DataFrame:
+    """Stage I for every enabled level (in ``order``: (level, pass) pairs); the failure rows."""
+    todo = levels[levels["enabled"].astype(bool)]
+    if cfg.trajectories.levels:
+        todo = todo[todo["level_id"].isin(cfg.trajectories.levels)]
+    ctx = _context(cfg, library, out, None, chars, None)
+    out.mkdir(parents=True, exist_ok=True)
+    for p in stale_tmp_dirs(out):
+        shutil.rmtree(p, ignore_errors=True)
+    units = stage1_units(ctx, todo, order or default_order(todo), render=False)
+    fails = _runner(cfg, log, watch).run(list(units))
+    ctx.digests.save()
+    rows = [f for u in units for f in u.stage1_failures] + _unit_rows(fails, "stage1")
+    return pd.DataFrame([{k: r[k] for k in STAGE1_FAIL_COLUMNS} for r in rows],
+                        columns=STAGE1_FAIL_COLUMNS)
+
+
+def render_index(root: Path, wanted: list[tuple[str, str, str, str]]) -> pd.DataFrame:
+    done = finished(root)
+    rows = []
+    for lid, lvl, traj, key in wanted:
+        d = done.get((lvl, traj, key))
+        if d is None:
+            continue
+        m = json.loads((d / "meta.json").read_text())
+        rows.append({"level_id": lid, "trajectory": traj, "path": str(d.relative_to(root)),
+                     "instance": d.parent.name, "character_id": m["character_id"],
+                     "frames": m["frame_count"], "fps": m["fps"], "duration_s": m["duration_s"],
+                     "width": m["settings"]["width"], "height": m["settings"]["height"],
+                     "aligned_fraction": m["alignment"]["aligned_fraction"]})
+    return pd.DataFrame(rows, columns=INDEX_COLUMNS)
+
+
+def render_trajectories(cfg: WmforgeConfig, traj_root: Path, root: Path,
+                        rcfg: RenderConfig | None = None, log: Callable[[str], Any] = print,
+                        levels: list[str] | None = None, watch: list | None = None,
+                        library: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage II for every trajectory under ``traj_root`` not rendered yet (only ``levels``, in
+    that order, when given); returns (index, failures)."""
+    root.mkdir(parents=True, exist_ok=True)
+    recover_all(root, log)
+    failures: list[dict] = []
+    by_level: dict[str, dict] = {}
+    chars_of: dict[str, set[Path]] = {}
+    for meta_p in sorted(traj_root.glob("*/traj_*/meta.json")):
+        try:
+            meta = json.loads(meta_p.read_text())
+            lid = str(meta["level_id"])
+            lv = meta.get("level") or {}
+        except (OSError, ValueError, KeyError) as exc:
+            failures.append({"level_id": meta_p.parent.parent.name,
+                             "trajectory": meta_p.parent.name, "reason": "invalid_trajectory",
+                             "detail": f"{meta_p}: {exc}", "instance": ""})
+            continue
+        by_level.setdefault(lid, {"level_id": lid, "path": str(lv.get("path", "")),
+                                  "scale": lv.get("scale", 1.0),
+                                  "up_axis": lv.get("up_axis", "Z")})
+        model = str((meta.get("character") or {}).get("model") or "")
+        if model:
+            chars_of.setdefault(lid, set()).add(Path(model).parent)
+        chars_of.setdefault(lid, set())
+    lib = library if library is not None else Path(cfg.library.root)
+    ctx = _context(cfg, lib, traj_root, root, None, rcfg)
+    order = [x for x in (levels if levels is not None else sorted(by_level)) if x in by_level]
+    units = []
+    for lid in order:
+        row = dict(by_level[lid])
+        level_file = Path(row["path"])
+        pack = _recorded_pack(level_file, lib)
+        units.append(LevelUnit(ctx, row, None, True, pack=pack,
+                               char_dirs=sorted(chars_of[lid])))
+    fails = _runner(cfg, log, watch).run(list(units))
+    ctx.digests.save()
+    for u in units:
+        failures += u.render_failures
+    failures += _unit_rows(fails, "render")
+    index = render_index(root, [w for u in units for w in u.wanted])
+    return index, pd.DataFrame(failures, columns=RENDER_FAIL_COLUMNS)
+
+
+def _recorded_pack(level_file: Path, library: Path) -> Path:
+    """The folder to stage for a recorded level path: its pack (first folder under the
+    library) when it lies inside ``library``, else the folder that holds it."""
+    try:
+        rel = Path(os.path.abspath(level_file)).relative_to(os.path.abspath(library))
+    except ValueError:
+        return level_file.parent
+    return library / rel.parts[0] if len(rel.parts) > 1 else level_file.parent
+
+
+def run_levels(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame, library: Path,
+               traj_root: Path, render_root: Path, order: list[tuple[str, int]] | None = None,
+               log: Callable[[str], Any] = print) -> dict[str, pd.DataFrame]:
+    """The whole slot lifecycle per level: Stage I, then Stage II for what it produced."""
+    todo = levels[levels["enabled"].astype(bool)]
+    if cfg.trajectories.levels:
+        todo = todo[todo["level_id"].isin(cfg.trajectories.levels)]
+    render_root.mkdir(parents=True, exist_ok=True)
+    traj_root.mkdir(parents=True, exist_ok=True)
+    recover_all(render_root, log)
+    for p in stale_tmp_dirs(traj_root):
+        shutil.rmtree(p, ignore_errors=True)
+    ctx = _context(cfg, library, traj_root, render_root, chars, cfg.render)
+    units = stage1_units(ctx, todo, order or default_order(todo), render=True)
+    fails = _runner(cfg, log, None).run(list(units))
+    ctx.digests.save()
+    s1 = [f for u in units for f in u.stage1_failures] + _unit_rows(fails, "stage1")
+    s2 = [f for u in units for f in u.render_failures] + _unit_rows(fails, "render")
+    return {"stage1_failures": pd.DataFrame([{k: r[k] for k in STAGE1_FAIL_COLUMNS}
+                                             for r in s1], columns=STAGE1_FAIL_COLUMNS),
+            "render_failures": pd.DataFrame(s2, columns=RENDER_FAIL_COLUMNS),
+            "index": render_index(render_root, [w for u in units for w in u.wanted])}

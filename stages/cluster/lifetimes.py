@@ -1,0 +1,150 @@
+"""Process lifetimes (DESIGN §6, paper Table 2): engine processes die with their runner.
+
+Each engine process starts in its own process group (so a stalled one is killed with all it
+started) with a parent-death signal (so a runner killed with SIGKILL takes its engines along).
+A runner started by ``dvc repro`` also watches its ancestors up to the ``dvc`` process: when one
+of them dies (``kill -9`` of dvc) it kills its slots and exits. Slot folders and render
+instances are owned through ``flock`` locks, which the kernel releases when the owner dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None,
+                pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    """Start ``argv`` in a new session / process group that receives SIGKILL when the thread
+    that spawned it (the runner's main thread) exits. stdout and stderr go to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True, preexec_fn=_die_with_parent,
+                                pass_fds=pass_fds)
+
+
+def kill_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """SIGKILL the whole process group of ``proc`` and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    # a process in uninterruptible sleep (D state) cannot be reaped: nothing more to do here
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=timeout_s)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _proc_state(pid) not in ("Z", "X", None)
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name is in parentheses and may hold spaces
+    return [raw[: raw.index("(")].strip(), raw[raw.index("(") + 1: raw.rindex(")")],
+            *raw[raw.rindex(")") + 2:].split()]
+
+
+def _proc_state(pid: int) -> str | None:
+    st = _proc_stat(pid)
+    return st[2] if st else None
+
+
+def ancestors(until: Callable[[int], bool] | None = None) -> list[tuple[int, str]]:
+    """(pid, start time) of this process's ancestors, nearest first, stopping after the first
+    one for which ``until(pid)`` is true (or at pid 1)."""
+    out: list[tuple[int, str]] = []
+    pid = os.getppid()
+    while pid > 1:
+        st = _proc_stat(pid)
+        if st is None:
+            break
+        out.append((pid, st[21]))
+        if until is not None and until(pid):
+            break
+        pid = int(st[3])
+    return out
+
+
+def is_dvc(pid: int) -> bool:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(Path(c.decode(errors="replace")).name in ("dvc", "dvc.exe") for c in cmd[:2]) or (
+        len(cmd) > 2 and cmd[1] == b"-m" and cmd[2] == b"dvc")
+
+
+def under_dvc() -> list[tuple[int, str]]:
+    """The ancestors up to the ``dvc`` process that runs this stage; empty when not under DVC."""
+    chain = ancestors(is_dvc)
+    return chain if chain and is_dvc(chain[-1][0]) else []
+
+
+class AncestorWatch:
+    """Calls ``on_orphaned`` (from a daemon thread) once any watched ancestor is gone."""
+
+    def __init__(self, chain: list[tuple[int, str]], on_orphaned: Callable[[], None],
+                 period_s: float = 0.5):
+        self.chain, self.on_orphaned, self.period_s = chain, on_orphaned, period_s
+        self.thread = threading.Thread(target=self._run, name="ancestor-watch", daemon=True)
+
+    def start(self) -> AncestorWatch:
+        if self.chain:
+            self.thread.start()
+        return self
+
+    def _gone(self) -> bool:
+        for pid, start in self.chain:
+            st = _proc_stat(pid)
+            if st is None or st[21] != start or st[2] in ("Z", "X"):
+                return True
+        return False
+
+    def _run(self) -> None:
+        while True:
+            if self._gone():
+                self.on_orphaned()
+                return
+            time.sleep(self.period_s)
+
+
+def try_lock(path: Path) -> IO[str] | None:
+    """An exclusive ``flock`` on ``path`` (created), or None if a live process holds it. The
+    returned file keeps the lock until it is closed or its process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+")  # noqa: SIM115 - the caller holds it
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return None
+    f.seek(0)
+    f.truncate(0)
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f

@@ -1,0 +1,392 @@
+"""The node runner (DESIGN §6, paper §5.3, §8.2–8.3): every slot of this machine busy.
+
+A slot is one engine process at a time, in its own process group, bound to one GPU (or a CPU
+slot), with its own folder ``<work>/slots/<slot>/`` held by an ``flock`` for as long as the
+runner or any of the slot's engine processes lives. Units of work (one level each, see
+:mod:`stages.cluster.lifecycle`) are taken in order by free slots; a unit runs its steps —
+Stage I, then Stage II for what Stage I produced — each in a fresh engine process.
+
+The runner reads only progress logs and output sizes. A step whose progress log, outputs and
+heartbeat have not changed for ``stall_timeout_s`` is killed as a group (reason ``stalled``);
+one past its time limit likewise (``timeout``). A failed step leaves a snapshot, its partial
+outputs are recovered, and it is retried in a fresh process up to ``retries`` times; then the
+unit records a failure row and is not retried again in this run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from ..config import NodeConfig
+from ..core.progress import COMPLETE, parse_progress
+from .board import SlotBoard, SlotView
+from .gpus import SlotPlan, plan_slots, slot_env
+from .lifetimes import AncestorWatch, kill_group, pid_alive, spawn_group, try_lock
+from .snapshots import write_snapshot
+
+POLL_S = 0.2
+
+
+@dataclass
+class Step:
+    """One engine process of a unit: what to run and what to watch."""
+
+    kind: str  # "stage1" | "render"
+    instance: str  # node id + UTC time + sequence: names the snapshot too
+    argv: list[str]
+    folder: Path  # the instance folder: progress log, COMPLETE marker
+    progress: Path
+    log: Path  # the engine log
+    watch: list[Path]  # outputs whose growth counts as progress (with the progress log)
+    timeout_s: float
+    total: int  # trajectories this process is to finish (for the display)
+    config_hash: str = ""
+    level_id: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    step: Step
+    ok: bool
+    reason: str  # "" when ok; stalled, timeout, engine_crashed, engine_error, no_completion
+    exit_code: int | None
+    signal_name: str
+    detail: str
+    attempt: int
+    done: int  # progress lines at the end
+    snapshot: str = ""
+    final: bool = False  # a failure after the last retry: the unit moves on without this step
+
+
+class Unit(Protocol):
+    """A unit of work for one slot (a level's lifecycle)."""
+
+    unit_id: str
+    level_id: str
+
+    def stage(self, slot_dir: Path) -> None: ...
+
+    def next_step(self, slot: SlotPlan, slot_dir: Path, instance: str) -> Step | None: ...
+
+    def step_ended(self, result: StepResult) -> None: ...
+
+    def recover(self, step: Step) -> None: ...
+
+    def cleanup(self, slot_dir: Path) -> None: ...
+
+
+@dataclass
+class _Running:
+    unit: Unit
+    step: Step
+    proc: subprocess.Popen
+    attempt: int
+    started: float
+    last_sig: tuple
+    last_advance: float
+    killed: str = ""
+    frames0: int = 0
+
+
+@dataclass
+class _Slot:
+    plan: SlotPlan
+    folder: Path
+    lock: IO[str]
+    unit: Unit | None = None
+    run: _Running | None = None
+    attempts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class UnitFailure:
+    unit_id: str
+    level_id: str
+    stage: str
+    reason: str
+    detail: str
+    attempts: int
+    snapshot: str
+
+
+class NodeRunner:
+    """Runs units on every slot of this machine until all are done."""
+
+    def __init__(self, cfg: NodeConfig, node_id: str = "local", log: Callable[[str], Any] = print,
+                 slots: list[SlotPlan] | None = None, watch_ancestors: list | None = None):
+        self.cfg, self.node_id, self.log = cfg, node_id, log
+        self.work = Path(cfg.work_dir)
+        self.snapshot_root = Path(cfg.snapshot_dir)
+        self.plans = plans = plan_slots(cfg) if slots is None else slots
+        self.slots: list[_Slot] = []
+        self.failures: list[UnitFailure] = []
+        self.results: list[StepResult] = []
+        self._seq = 0
+        self._stop = ""
+        self._watch = AncestorWatch(watch_ancestors or [], self._orphaned)
+        self._claim_slots(plans)
+
+    # ------------------------------------------------------------------ slots
+
+    def _claim_slots(self, plans: list[SlotPlan]) -> None:
+        """Lock each slot folder; clean what an interrupted run left in it (Table 2, storage).
+        A slot folder locked by a live process is neither cleaned nor used."""
+        root = self.work / "slots"
+        root.mkdir(parents=True, exist_ok=True)
+        for p in plans:
+            folder = root / p.slot
+            lock = try_lock(root / f"{p.slot}.lock")
+            if lock is None:
+                self.log(f"node: slot {p.slot}: in use by a live process, skipped")
+                continue
+            if folder.exists():
+                leftovers = sorted(x.name for x in folder.iterdir())
+                if leftovers:
+                    self.log(f"node: slot {p.slot}: cleaning leftovers of an interrupted run "
+                             f"{leftovers[:4]}{'…' if len(leftovers) > 4 else ''}")
+                shutil.rmtree(folder)
+            folder.mkdir(parents=True)
+            self.slots.append(_Slot(p, folder, lock))
+        if not self.slots:
+            raise RuntimeError(f"node: every slot under {root} is in use by a live process")
+
+    def instance_id(self) -> str:
+        """node id + UTC time + sequence number (paper §8.1): never the same twice."""
+        import datetime as _dt
+
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        self._seq += 1
+        return f"{self.node_id}-{stamp}-{os.getpid() % 100000:05d}{self._seq:04d}"
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, units: list[Unit]) -> list[UnitFailure]:
+        queue: deque[Unit] = deque(units)
+        board = SlotBoard(self.cfg.display, self.log)
+        old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+        for s in old:
+            signal.signal(s, self._on_signal)
+        self._watch.start()
+        try:
+            while True:
+                if self._stop:
+                    raise SystemExit(f"node: {self._stop}: engine processes killed")
+                for slot in self.slots:
+                    if slot.unit is None and queue:
+                        self._assign(slot, queue.popleft())
+                    if slot.run is not None:
+                        self._poll(slot)
+                board.update([self._view(s) for s in self.slots], len(queue))
+                if not queue and all(s.unit is None for s in self.slots):
+                    break
+                time.sleep(POLL_S)
+        finally:
+            self._kill_all()
+            for s, h in old.items():
+                signal.signal(s, h)
+            board.close()
+            self.release()
+        return self.failures
+
+    def release(self) -> None:
+        """Give the slot folders back (their locks); the runner cannot run again after."""
+        for slot in self.slots:
+            slot.lock.close()
+        self.slots = []
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._stop = signal.Signals(signum).name
+        self._kill_all()
+
+    def _orphaned(self) -> None:
+        # dvc (or another watched ancestor) is gone: take the engines down and leave now
+        self._kill_all()
+        os._exit(3)
+
+    def _kill_all(self) -> None:
+        for slot in self.slots:
+            if slot.run is not None and slot.run.proc.poll() is None:
+                kill_group(slot.run.proc)
+
+    def _assign(self, slot: _Slot, unit: Unit) -> None:
+        slot.unit, slot.attempts = unit, {}
+        try:
+            unit.stage(slot.folder)
+        except OSError as exc:
+            self._unit_failed(slot, "stage_assets", "staging_failed", f"{exc}", 1, "")
+            self._finish_unit(slot)
+            return
+        self._next(slot)
+
+    def _next(self, slot: _Slot) -> None:
+        assert slot.unit is not None
+        step = slot.unit.next_step(slot.plan, slot.folder, self.instance_id())
+        if step is None:
+            self._finish_unit(slot)
+            return
+        attempt = slot.attempts.get(step.kind, 0) + 1  # a unit never repeats a final step
+        slot.attempts[step.kind] = attempt
+        env = slot_env(slot.plan, {**os.environ, **step.env})
+        proc = spawn_group(step.argv, env, step.log, pass_fds=(slot.lock.fileno(),))
+        now = time.monotonic()
+        slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now)
+
+    def _finish_unit(self, slot: _Slot) -> None:
+        assert slot.unit is not None
+        try:
+            slot.unit.cleanup(slot.folder)
+        finally:
+            for child in list(slot.folder.iterdir()):
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+            slot.unit, slot.run = None, None
+
+    # ------------------------------------------------------------------ watching a step
+
+    @staticmethod
+    def _signature(step: Step) -> tuple:
+        sig: list = []
+        for p in [step.progress, *step.watch]:
+            try:
+                if p.is_dir():
+                    for q in sorted(p.rglob("*")):
+                        try:
+                            st = q.stat()
+                            sig.append((q.name, st.st_size, st.st_mtime_ns))
+                        except FileNotFoundError:
+                            continue
+                else:
+                    st = p.stat()
+                    sig.append((p.name, st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                sig.append((p.name, -1))
+        return tuple(sig)
+
+    def _poll(self, slot: _Slot) -> None:
+        run = slot.run
+        assert run is not None
+        now = time.monotonic()
+        rc = run.proc.poll()
+        if rc is None:
+            sig = self._signature(run.step)
+            if sig != run.last_sig:
+                run.last_sig, run.last_advance = sig, now
+            elif now - run.last_advance > self.cfg.stall_timeout_s:
+                run.killed = "stalled"
+                kill_group(run.proc)
+                rc = run.proc.returncode
+            if rc is None and run.step.timeout_s and now - run.started > run.step.timeout_s:
+                run.killed = "timeout"
+                kill_group(run.proc)
+                rc = run.proc.returncode
+            if rc is None:
+                return
+        self._ended(slot, run, rc if rc is not None else -9)
+
+    def _ended(self, slot: _Slot, run: _Running, rc: int) -> None:
+        step = run.step
+        done = len(self._progress(step))
+        marker = (step.folder / COMPLETE).exists()
+        sig_name = ""
+        if rc < 0:
+            try:
+                sig_name = signal.Signals(-rc).name
+            except ValueError:
+                sig_name = f"signal {-rc}"
+        if run.killed:
+            reason = run.killed
+            detail = (f"no progress for {self.cfg.stall_timeout_s:.0f} s" if reason == "stalled"
+                      else f"over its {step.timeout_s:.0f} s limit")
+        elif rc < 0:
+            reason, detail = "engine_crashed", f"killed by {sig_name}"
+        elif rc > 0:
+            reason, detail = "engine_error", f"exit code {rc}: {self._tail(step.log)}"
+        elif not marker:
+            reason, detail = "no_completion", "exit 0 without a completion marker"
+        else:
+            reason, detail = "", ""
+        res = StepResult(step, not reason, reason, rc if rc >= 0 else None, sig_name, detail,
+                         run.attempt, done)
+        slot.run = None
+        if reason:
+            res.snapshot = str(write_snapshot(
+                self.snapshot_root / self.node_id / step.instance, step=step, result=res,
+                slot=slot.plan, log_path=step.log, progress_lines=self._progress_text(step)))
+            self.log(f"node: {slot.plan.slot}: {run.unit.level_id}: {step.kind} attempt "
+                     f"{run.attempt} failed ({reason}: {detail}); snapshot {res.snapshot}")
+            run.unit.recover(step)
+        res.final = bool(reason) and run.attempt > self.cfg.retries
+        self.results.append(res)
+        run.unit.step_ended(res)
+        if res.final:
+            self._unit_failed(slot, step.kind, reason, detail, run.attempt, res.snapshot)
+        self._next(slot)
+
+    def _unit_failed(self, slot: _Slot, stage: str, reason: str, detail: str, attempts: int,
+                     snapshot: str) -> None:
+        assert slot.unit is not None
+        self.failures.append(UnitFailure(slot.unit.unit_id, slot.unit.level_id, stage, reason,
+                                         detail, attempts, snapshot))
+        self.log(f"node: {slot.unit.level_id}: {stage} failed after {attempts} attempt(s): "
+                 f"{reason}")
+
+    @staticmethod
+    def _progress_text(step: Step) -> str:
+        try:
+            return step.progress.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _progress(self, step: Step) -> dict[str, tuple[int, str]]:
+        return parse_progress(self._progress_text(step))
+
+    @staticmethod
+    def _tail(log: Path, n: int = 3) -> str:
+        try:
+            lines = log.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return ""
+        return " | ".join(lines[-n:])[-600:]
+
+    def _view(self, slot: _Slot) -> SlotView:
+        run = slot.run
+        if run is None:
+            return SlotView(slot.plan.slot, slot.plan.gpu.index if slot.plan.gpu else None,
+                            slot.unit.level_id if slot.unit else "", "idle"
+                            if slot.unit is None else "staging", 0, 0, 0, 0.0)
+        prog = self._progress(run.step)
+        frames = sum(f for f, _ in prog.values())
+        return SlotView(slot.plan.slot, slot.plan.gpu.index if slot.plan.gpu else None,
+                        run.unit.level_id, run.step.kind + (f" (try {run.attempt})"
+                                                            if run.attempt > 1 else ""),
+                        len(prog), run.step.total, frames, time.monotonic() - run.started)
+
+
+def stale_tmp_dirs(root: Path) -> list[Path]:
+    """Stage I's private ``.<traj>.tmp-<pid>`` folders whose writer is dead."""
+    out = []
+    for p in root.glob("*/.*.tmp-*"):
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if not pid_alive(pid):
+            out.append(p)
+    return out
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]
