@@ -135,10 +135,11 @@ class LevelUnit:
 
     def __init__(self, ctx: NodeContext, row: dict, indices: list[int] | None, render: bool,
                  unit_id: str = "", pack: Path | None = None,
-                 char_dirs: list[Path] | None = None):
+                 char_dirs: list[Path] | None = None, names: list[str] | None = None):
         self.ctx, self.row = ctx, row
+        self.names = names  # Stage II only: these trajectories of the level (None: all)
         # what is copied into the slot: the level's pack; the characters' folders (cached)
-        self.level_file = ctx.library / str(row["path"]) if pack is None else Path(row["path"])
+        self.level_file = (ctx.library / str(row["path"])) if pack is None else Path(row["path"])
         self.pack = pack if pack is not None else pack_dir(ctx.library, str(row["path"]))
         self.char_dirs = list(ctx.char_packs if char_dirs is None else char_dirs)
         self.level_id = str(row["level_id"])
@@ -241,7 +242,8 @@ class LevelUnit:
         scene, level = level_parts(self.level_id)
         done = finished(root)
         jobs, self.wanted = [], []
-        names = (None if self.indices is None else {f"traj_{i:04d}" for i in self.indices})
+        names = (set(self.names) if self.names is not None else None if self.indices is None
+                 else {f"traj_{i:04d}" for i in self.indices})
         for meta_p in sorted(self.out.glob("traj_*/meta.json")):
             tdir = meta_p.parent
             if names is not None and tdir.name not in names:
@@ -306,6 +308,43 @@ class LevelUnit:
             self.phase = ("render" if step.kind == "stage1" and self.render else "done")
 
 
+    def split(self) -> LevelUnit | None:
+        """Half of this unit's trajectories as a unit of its own (None if it has one), so that a
+        pool with fewer levels than slots still keeps every slot busy."""
+        if self.indices is not None and len(self.indices) > 1:
+            k = len(self.indices) // 2
+            other = LevelUnit(self.ctx, self.row, self.indices[k:], self.render,
+                              f"{self.unit_id}[{self.indices[k]}:]", self.pack, self.char_dirs)
+            other.level_file = self.level_file
+            self.indices = self.indices[:k]
+            return other
+        if self.indices is None and self.names is not None and len(self.names) > 1:
+            k = len(self.names) // 2
+            other = LevelUnit(self.ctx, self.row, None, self.render,
+                              f"{self.unit_id}[{self.names[k]}:]", self.pack, self.char_dirs,
+                              self.names[k:])
+            other.level_file = self.level_file
+            self.names = self.names[:k]
+            return other
+        return None
+
+
+def spread(units: list[LevelUnit], slots: int) -> list[LevelUnit]:
+    """Split the largest units until there are at least ``slots`` (or nothing splits); each
+    part stays next to its origin in the order."""
+    units = list(units)
+    while len(units) < slots:
+        sizes = [len(u.indices if u.indices is not None else (u.names or [])) for u in units]
+        if not units or max(sizes) <= 1:
+            break
+        i = max(range(len(units)), key=lambda j: (sizes[j], -j))
+        part = units[i].split()
+        if part is None:
+            break
+        units.insert(i + 1, part)
+    return units
+
+
 # ------------------------------------------------------------------ entry points
 
 
@@ -360,8 +399,10 @@ def make_trajectories(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFr
     out.mkdir(parents=True, exist_ok=True)
     for p in stale_tmp_dirs(out):
         shutil.rmtree(p, ignore_errors=True)
-    units = stage1_units(ctx, todo, order or default_order(todo), render=False)
-    fails = _runner(cfg, log, watch).run(list(units))
+    runner = _runner(cfg, log, watch)
+    units = spread(stage1_units(ctx, todo, order or default_order(todo), render=False),
+                   len(runner.slots))
+    fails = runner.run(list(units))
     ctx.digests.save()
     rows = [f for u in units for f in u.stage1_failures] + _unit_rows(fails, "stage1")
     return pd.DataFrame([{k: r[k] for k in STAGE1_FAIL_COLUMNS} for r in rows],
@@ -395,6 +436,7 @@ def render_trajectories(cfg: WmforgeConfig, traj_root: Path, root: Path,
     failures: list[dict] = []
     by_level: dict[str, dict] = {}
     chars_of: dict[str, set[Path]] = {}
+    names_of: dict[str, set[str]] = {}
     for meta_p in sorted(traj_root.glob("*/traj_*/meta.json")):
         try:
             meta = json.loads(meta_p.read_text())
@@ -408,6 +450,7 @@ def render_trajectories(cfg: WmforgeConfig, traj_root: Path, root: Path,
         by_level.setdefault(lid, {"level_id": lid, "path": str(lv.get("path", "")),
                                   "scale": lv.get("scale", 1.0),
                                   "up_axis": lv.get("up_axis", "Z")})
+        names_of.setdefault(lid, set()).add(meta_p.parent.name)
         model = str((meta.get("character") or {}).get("model") or "")
         if model:
             chars_of.setdefault(lid, set()).add(Path(model).parent)
@@ -421,8 +464,10 @@ def render_trajectories(cfg: WmforgeConfig, traj_root: Path, root: Path,
         level_file = Path(row["path"])
         pack = _recorded_pack(level_file, lib)
         units.append(LevelUnit(ctx, row, None, True, pack=pack,
-                               char_dirs=sorted(chars_of[lid])))
-    fails = _runner(cfg, log, watch).run(list(units))
+                               char_dirs=sorted(chars_of[lid]), names=sorted(names_of[lid])))
+    runner = _runner(cfg, log, watch)
+    units = spread(units, len(runner.slots))
+    fails = runner.run(list(units))
     ctx.digests.save()
     for u in units:
         failures += u.render_failures
@@ -454,8 +499,10 @@ def run_levels(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame, li
     for p in stale_tmp_dirs(traj_root):
         shutil.rmtree(p, ignore_errors=True)
     ctx = _context(cfg, library, traj_root, render_root, chars, cfg.render)
-    units = stage1_units(ctx, todo, order or default_order(todo), render=True)
-    fails = _runner(cfg, log, None).run(list(units))
+    runner = _runner(cfg, log, None)
+    units = spread(stage1_units(ctx, todo, order or default_order(todo), render=True),
+                   len(runner.slots))
+    fails = runner.run(list(units))
     ctx.digests.save()
     s1 = [f for u in units for f in u.stage1_failures] + _unit_rows(fails, "stage1")
     s2 = [f for u in units for f in u.render_failures] + _unit_rows(fails, "render")

@@ -53,6 +53,8 @@ def make_trajectories(tmp: Path, level: str, n: int, frames: int) -> Path:
     from stages.trajectories import run_trajectories
 
     cfg = load_params(overrides=["sample_library.include_wheel_assets=false",
+                                 f"node.work_dir={tmp}/work",
+                                 f"node.snapshot_dir={tmp}/work/snapshots",
                                  f"trajectories.per_level={n}", f"trajectories.frames={frames}",
                                  f"trajectories.levels=[{level}]",
                                  "trajectories.characters=[CharacterPack/Alex]"])
@@ -86,7 +88,7 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
         insts.append(inst)
     t0 = time.perf_counter()
-    running = [subprocess.Popen([sys.executable, "-m", "stages.render", "worker", str(i)],
+    running = [subprocess.Popen([sys.executable, "-m", "stages.engine.render_worker", str(i)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                for i in insts]
     rss_timeline: list[tuple[float, float]] = []  # (s since start, MiB) of the first renderer

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU runs of the node-runner issue, on the lent NVIDIA H200 (device tool; not part of CI).
+# The device machine has Python 3.12 with torch, pandas, pyarrow, pynvml and pytest but no
+# internet: the rest travels in .h200/ (site.tar.xz: panda3d 1.10.16 cp312 without its unused
+# display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
+# simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
+# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|harness} [slots]
+set -euo pipefail
+what=${1:-tests}
+slots=${2:-1,4,8,16}
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+mkdir -p /tmp/site
+[ -d /tmp/site/panda3d ] || tar xJf .h200/site.tar.xz -C /tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .h200/whl/*.whl \
+  2>/dev/null || true
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DVC_NO_ANALYTICS=1
+if ! python3 -c "from stages.engine.device import egl_devices as e; import sys; sys.exit(0 if any(x is not None for x in e()) else 1)"; then
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv
+python3 -m stages.cluster.node_cli slots
+case "$what" in
+  tests) python3 -m pytest -p no:cacheprovider -q -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" ;;
+  node) python3 tests/benchmarks/bench_node.py --preset 720p --spatial 8 --frames 300 \
+          --slots "$slots" --json "$OUT/bench_node.json" 2>&1 | tee "$OUT/bench_node.log" ;;
+  harness) python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 300 \
+             --procs "$slots" --json "$OUT/bench_render.json" 2>&1 | tee "$OUT/bench_render.log" ;;
+esac
