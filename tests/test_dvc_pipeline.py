@@ -128,3 +128,67 @@ def test_exp_run_set_param_changes_output(clone):
     assert after.loc["OpenWorldMega/Continent", "kind"] == "persistent"
     assert bool(after.loc["OpenWorldMega/Continent", "enabled"])
     assert "max_extent_m: 5000" in (work / "params.yaml").read_text()
+
+
+def _procs(cwd: Path, marker: str) -> list[int]:
+    """Live processes running in ``cwd`` whose command line contains ``marker``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            here = os.readlink(d / "cwd")
+        except (OSError, IndexError):
+            continue
+        if marker in cmd and here == str(cwd) and state not in ("Z", "X"):
+            out.append(int(d.name))
+    return out
+
+
+def _instances(work: Path) -> set[str]:
+    return {p.name for p in (work / "data/renders").glob("*/*/*") if p.is_dir()}
+
+
+def test_engine_code_change_rerenders_and_an_unchanged_repro_renders_nothing(clone):
+    work, env = clone
+    _run(["dvc", "repro"], work, env)
+    before = _instances(work)
+    index = pd.read_parquet(work / "data/renders/index.parquet")
+    assert len(index) > 0
+    # forced, unchanged: the stage runs and its skip keys say everything is done
+    out = _run(["dvc", "repro", "-f", "-s", "render"], work, env)
+    assert "Running stage 'render'" in out and _instances(work) == before
+    # a fix in an engine source: Stage I and Stage II outputs are made again, nothing cleared
+    src = work / "stages/engine/replay_render.py"
+    src.write_text(src.read_text() + "\n# a code fix\n")
+    out = _run(["dvc", "repro"], work, env)
+    assert "Running stage 'trajectories'" in out and "Running stage 'render'" in out
+    after = pd.read_parquet(work / "data/renders/index.parquet")
+    assert len(after) == len(index)
+    assert not set(after["instance"]) & before  # every trajectory from a new instance
+    assert set(after["path"]) != set(index["path"])
+
+
+def test_kill_9_of_dvc_repro_leaves_no_engine_and_the_next_repro_finishes(clone):
+    work, env = clone
+    _run(["dvc", "repro"], work, env)
+    want = len(pd.read_parquet(work / "data/renders/index.parquet"))
+    shutil.rmtree(work / "data/renders")
+    dvc = subprocess.Popen(["dvc", "repro", "-f", "-s", "render"], cwd=work, env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline and not _procs(work, "stages.engine.render_worker"):
+        time.sleep(0.05)
+    assert _procs(work, "stages.engine.render_worker"), "no renderer started"
+    dvc.kill()
+    dvc.wait()
+    t0 = time.time()
+    while time.time() - t0 < 8 and (_procs(work, "stages.engine.render_worker")
+                                    or _procs(work, "stages.render")):
+        time.sleep(0.1)
+    assert not _procs(work, "stages.engine.render_worker"), "a renderer outlived dvc repro"
+    assert not _procs(work, "stages.render"), "the render stage outlived dvc repro"
+    _run(["dvc", "repro", "-f", "-s", "render"], work, env)
+    assert len(pd.read_parquet(work / "data/renders/index.parquet")) == want

@@ -17,15 +17,11 @@ import pytest
 
 from stages.core.trajectory import VIEWS
 from stages.media.video import read_frames
-from stages.render import (
-    COMPLETE,
-    PROGRESS,
-    InstanceRenderer,
-    read_progress,
-    recover_instance,
-    render_settings,
-    run_render,
-)
+from stages.cluster.keys import render_settings
+from stages.cluster.recovery import recover_instance
+from stages.core.progress import COMPLETE, PROGRESS, read_progress
+from stages.engine.render_worker import InstanceRenderer
+from stages.render import run_render
 
 from .conftest import RENDER_FRAMES as FRAMES
 from .conftest import small_render_cfg as _rcfg
@@ -67,9 +63,12 @@ def test_five_views_and_preview_decode_with_recorded_frame_count(rendered, trajs
         assert sum(al["in_view_frames"].values()) > 0.8 * 4 * FRAMES
         assert meta["level"]["textures"] > 0
         assert meta["level"]["textures_full_res"] == meta["level"]["textures"]
-    inst = root / index["path"].iloc[0]
-    assert (inst.parent / COMPLETE).exists()
-    assert len((inst.parent / PROGRESS).read_text().splitlines()) == 3
+    # the node's two CPU slots each rendered part of the level: one progress line per
+    # trajectory over the level's instances, each closed with its marker
+    insts = {(root / p).parent for p in index["path"]}
+    assert all((i / COMPLETE).exists() for i in insts)
+    lines = [x for i in insts for x in (i / PROGRESS).read_text().splitlines()]
+    assert sorted(x.split()[1] for x in lines) == ["traj_0000", "traj_0001", "traj_0002"]
 
 
 def test_finished_trajectories_are_never_rendered_twice(rendered, trajs):
@@ -77,7 +76,7 @@ def test_finished_trajectories_are_never_rendered_twice(rendered, trajs):
     before = sorted(p.name for p in (root / "NatureValley" / "AlpineMeadow").iterdir())
     index2, fails2 = run_render(_rcfg(), trajs, root)
     after = sorted(p.name for p in (root / "NatureValley" / "AlpineMeadow").iterdir())
-    assert before == after and len(before) == 1  # no new instance
+    assert before == after and len(before) == index["instance"].nunique()  # no new instance
     assert index2["path"].tolist() == index["path"].tolist() and fails2.empty
 
 
@@ -110,10 +109,12 @@ def test_instance_killed_mid_trajectory_recovers_finished_ones_bit_identical(tra
         key = json.loads((ref / "meta.json").read_text())["render_key"]
         jobs.append({"name": name, "traj_dir": str(trajs / "NatureValley__AlpineMeadow" / name),
                      "key": key})
+    ref_inst = (root / index.set_index("trajectory").loc["traj_0000", "path"]).parent
+    lineage = json.loads((ref_inst / "instance.json").read_text())["lineage"]
     (inst / "instance.json").write_text(json.dumps(
         {"level_id": "NatureValley/AlpineMeadow", "settings": settings, "base": os.getcwd(),
-         "jobs": jobs}))
-    proc = subprocess.Popen([sys.executable, "-m", "stages.render", "worker", str(inst)],
+         "jobs": jobs, "lineage": lineage}))
+    proc = subprocess.Popen([sys.executable, "-m", "stages.engine.render_worker", str(inst)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -162,7 +163,7 @@ def test_full_disk_during_encoding_leaves_no_complete_looking_video(trajs, tmp_p
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000))
 
-    subprocess.run([sys.executable, "-m", "stages.render", "worker", str(inst)], check=True,
+    subprocess.run([sys.executable, "-m", "stages.engine.render_worker", str(inst)], check=True,
                    preexec_fn=limit, capture_output=True)
     fails = [json.loads(x) for x in (inst / "failures.jsonl").read_text().splitlines()]
     assert len(fails) == 1 and fails[0]["reason"] in ("disk_full", "encode_failed"), fails
@@ -216,7 +217,7 @@ def test_alignment_gate_fails_a_misplaced_camera_injected_fault(trajs, tmp_path,
     inst = tmp_path / "inst"
     inst.mkdir()
     ir = InstanceRenderer(inst, render_settings(_rcfg(), 30), "p3headlessgl", Path.cwd())
-    from stages.render import _Fail
+    from stages.engine.render_worker import _Fail
 
     with pytest.raises(_Fail) as err:
         ir.render(trajs / "NatureValley__AlpineMeadow" / "traj_0000", "traj_0000", "k" * 16)
@@ -229,7 +230,7 @@ def test_colour_pass_draws_the_character_exactly_where_the_mask_is(trajs, tmp_pa
     mask's pixels, and the projected recorded position falls inside them."""
     from stages.core import replay
     from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
-    from stages.render import _load_traj
+    from stages.engine.render_worker import _load_traj
 
     settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)
     ir = InstanceRenderer(tmp_path, settings, "p3headlessgl", Path.cwd())

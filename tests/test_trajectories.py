@@ -256,18 +256,33 @@ class _NaNAfter:
         return st
 
 
-def test_non_finite_transform_discards_trajectory_injected_fault(inv, sample_library, tmp_path,
-                                                                 monkeypatch):
-    import stages.trajectories as traj
+def _stage1_in_process(cfg, levels, chars, library, out, engine, level_id, scratch):
+    """One level's Stage I worker (``stages.engine.stage1_worker``) run in this process on a
+    given engine object, from the spec the node runner would hand it; its failure rows."""
+    from stages.cluster.lifecycle import LevelUnit, NodeContext, character_specs
+    from stages.engine.stage1_worker import run_spec
 
-    real = traj.make_engine
-    monkeypatch.setattr(traj, "make_engine", lambda cfg: _NaNAfter(real(cfg), 200))
+    ctx = NodeContext(cfg, library, out, None,
+                      specs=character_specs(chars, library, cfg.trajectories.characters))
+    row = levels.set_index("level_id").loc[level_id].to_dict()
+    row["level_id"] = level_id
+    unit = LevelUnit(ctx, row, list(range(cfg.trajectories.per_level)), False)
+    step = unit._stage1_step(scratch, f"inst-{level_id.replace('/', '_')}")
+    assert step is not None
+    run_spec(json.loads((step.folder / "spec.json").read_text()), engine, log=lambda m: None)
+    fl = step.folder / "failures.jsonl"
+    return [json.loads(x) for x in fl.read_text().splitlines()] if fl.exists() else []
+
+
+def test_non_finite_transform_discards_trajectory_injected_fault(inv, sample_library, tmp_path):
     levels, chars = inv
     cfg = _cfg(**{"trajectories.per_level": 1,
                   "trajectories.levels": "[NatureValley/AlpineMeadow]"})
-    fails = run_trajectories(cfg, levels, chars, sample_library, tmp_path)
-    assert fails["reason"].tolist() == ["non_finite_transform"]
-    assert "nan" in fails["detail"].iloc[0]
+    eng = _NaNAfter(make_engine(cfg.engine), 200)
+    fails = _stage1_in_process(cfg, levels, chars, sample_library, tmp_path / "out", eng,
+                               "NatureValley/AlpineMeadow", tmp_path / "slot")
+    assert [f["reason"] for f in fails] == ["non_finite_transform"]
+    assert "nan" in fails[0]["detail"]
     assert not list(tmp_path.rglob("frames.parquet"))  # nothing with NaN was written
 
 
@@ -275,23 +290,16 @@ def test_character_models_loaded_once_per_task(inv, sample_library, tmp_path):
     levels, chars = inv
     cfg = _cfg(**{"trajectories.per_level": 3, "trajectories.frames": 30,
                   "trajectories.characters": "[CharacterPack/Alex,CharacterPack/Bat]"})
-    seen = {}
-    import stages.trajectories as traj
-
-    real = traj.make_engine
-
-    def spy(c):
-        seen["eng"] = real(c)
-        return seen["eng"]
-
-    traj.make_engine = spy
-    try:
-        fails = run_trajectories(cfg, levels, chars, sample_library, tmp_path)
-    finally:
-        traj.make_engine = real
-    assert fails.empty
-    eng = seen["eng"]
+    ids = sorted(levels[levels["enabled"].astype(bool)]["level_id"])
+    if cfg.trajectories.levels:
+        ids = [i for i in ids if i in cfg.trajectories.levels]
+    eng = make_engine(cfg.engine)
+    for lid in ids:
+        fails = _stage1_in_process(cfg, levels, chars, sample_library, tmp_path / "out", eng,
+                                   lid, tmp_path / "slot")
+        assert not fails
     # 2 levels x 3 trajectories, 2 characters: each model loaded once; + 2 level loads
+    assert len(ids) == 2
     assert len(eng._model_cache) == 2
     assert eng.model_loads == 2 + 2
 

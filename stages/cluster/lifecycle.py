@@ -162,8 +162,8 @@ class LevelUnit:
         ctx = self.ctx
         self.load_path = ""
         self.path_map1, self.path_map2 = {}, {}
-        if not ctx.node.stage_assets:
-            return
+        if not ctx.node.stage_assets or not self.pack.is_dir():
+            return  # a missing pack: the engine process names the missing file per trajectory
         staged = slot_dir / "assets" / self.pack.name
         shutil.copytree(self.pack, staged, symlinks=True)
         self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
@@ -171,6 +171,8 @@ class LevelUnit:
         self.path_map1 = {str(self.pack): str(staged)}
         self.path_map2 = {os.path.abspath(self.pack): os.path.abspath(staged)}
         for cd in self.char_dirs:
+            if not cd.is_dir():
+                continue
             tag = hashlib.sha256(os.path.abspath(cd).encode()).hexdigest()[:8]
             link = slot_dir / "characters" / f"{cd.name}-{tag}"
             link.parent.mkdir(parents=True, exist_ok=True)
@@ -304,7 +306,9 @@ class LevelUnit:
                                                  "trajectory": d["trajectory"],
                                                  "reason": d["reason"], "detail": d["detail"],
                                                  "instance": step.instance})
-        if result.final:
+        if result.ok or result.final:
+            # a step runs again only to retry a failed engine process: what it reported as
+            # not makeable (failures.jsonl) stays a failure row
             self.phase = ("render" if step.kind == "stage1" and self.render else "done")
 
 
@@ -489,7 +493,8 @@ def _recorded_pack(level_file: Path, library: Path) -> Path:
 def run_levels(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame, library: Path,
                traj_root: Path, render_root: Path, order: list[tuple[str, int]] | None = None,
                log: Callable[[str], Any] = print) -> dict[str, pd.DataFrame]:
-    """The whole slot lifecycle per level: Stage I, then Stage II for what it produced."""
+    """The whole slot lifecycle per level: Stage I, then Stage II for what it produced.
+    Returns stage1_failures, render_failures, index and steps (one row per engine process)."""
     todo = levels[levels["enabled"].astype(bool)]
     if cfg.trajectories.levels:
         todo = todo[todo["level_id"].isin(cfg.trajectories.levels)]
@@ -509,4 +514,5 @@ def run_levels(cfg: WmforgeConfig, levels: pd.DataFrame, chars: pd.DataFrame, li
     return {"stage1_failures": pd.DataFrame([{k: r[k] for k in STAGE1_FAIL_COLUMNS}
                                              for r in s1], columns=STAGE1_FAIL_COLUMNS),
             "render_failures": pd.DataFrame(s2, columns=RENDER_FAIL_COLUMNS),
-            "index": render_index(render_root, [w for u in units for w in u.wanted])}
+            "index": render_index(render_root, [w for u in units for w in u.wanted]),
+            "steps": pd.DataFrame(runner.step_table())}

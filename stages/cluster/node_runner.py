@@ -66,6 +66,9 @@ class StepResult:
     attempt: int
     done: int  # progress lines at the end
     snapshot: str = ""
+    slot: str = ""
+    started: float = 0.0  # wall-clock time (time.time) the engine process started and ended
+    ended: float = 0.0
     final: bool = False  # a failure after the last retry: the unit moves on without this step
 
 
@@ -96,7 +99,7 @@ class _Running:
     last_sig: tuple
     last_advance: float
     killed: str = ""
-    frames0: int = 0
+    wall_start: float = 0.0
 
 
 @dataclass
@@ -199,6 +202,13 @@ class NodeRunner:
             self.release()
         return self.failures
 
+    def step_table(self) -> list[dict]:
+        """One row per engine process this runner started (for reports and benchmarks)."""
+        return [{"level_id": r.step.level_id, "stage": r.step.kind, "instance": r.step.instance,
+                 "slot": r.slot, "attempt": r.attempt, "ok": r.ok, "reason": r.reason,
+                 "trajectories": r.done, "started": r.started, "ended": r.ended}
+                for r in self.results]
+
     def release(self) -> None:
         """Give the slot folders back (their locks); the runner cannot run again after."""
         for slot in self.slots:
@@ -240,7 +250,8 @@ class NodeRunner:
         env = slot_env(slot.plan, {**os.environ, **step.env})
         proc = spawn_group(step.argv, env, step.log, pass_fds=(slot.lock.fileno(),))
         now = time.monotonic()
-        slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now)
+        slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now,
+                            wall_start=time.time())
 
     def _finish_unit(self, slot: _Slot) -> None:
         assert slot.unit is not None
@@ -319,7 +330,8 @@ class NodeRunner:
         else:
             reason, detail = "", ""
         res = StepResult(step, not reason, reason, rc if rc >= 0 else None, sig_name, detail,
-                         run.attempt, done)
+                         run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
+                         ended=time.time())
         slot.run = None
         if reason:
             res.snapshot = str(write_snapshot(

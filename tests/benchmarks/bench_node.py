@@ -9,8 +9,8 @@ It builds the sample library (without the wheel assets), makes max(slots) Stage 
 one level on the node runner (timed: Stage I trajectories per wall second), then for each slot
 count S renders S of them with S slots (on a GPU machine: S slots on GPU 0; on a CPU machine: S
 CPU slots) and prints five-view frames/s, five-view minutes per GPU-hour, GPU utilisation and
-memory sampled through NVML, the share of the engine processes' CPU time spent in the encoders,
-and the peak RSS per slot.
+memory sampled through NVML, the engine processes' CPU seconds against their encoder threads'
+busy seconds (wall time: an upper bound on the encoding share), and the peak RSS per slot.
 """
 
 from __future__ import annotations
@@ -169,7 +169,9 @@ def main() -> None:
              "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
              "gpu_util_mean_pct": util, "gpu_mem_max_gib": mem,
              "engine_cpu_s": round(cpu, 1), "encoder_busy_s": round(enc, 1),
-             "encoding_share_of_engine_cpu": round(enc / cpu, 3) if cpu else None,
+             # encoder threads' busy wall time per engine CPU second: an upper bound on the
+             # encoding share (a busy encoder thread waiting for a core counts as busy)
+             "encoder_busy_per_engine_cpu_s": round(enc / cpu, 3) if cpu else None,
              "host_cores": os.cpu_count(),
              "peak_rss_mib_per_slot": round(max(smp.hwm.values()), 1) if smp.hwm else None,
              "gl_renderers": devs}
@@ -178,7 +180,7 @@ def main() -> None:
               f"{r['five_view_frames_per_s']} five-view frames/s, "
               f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, GPU util "
               f"{util} %, GPU mem {mem} GiB, encoders {enc:.0f} s of {cpu:.0f} s engine CPU "
-              f"({r['encoding_share_of_engine_cpu']}), peak RSS {r['peak_rss_mib_per_slot']} "
+              f"(busy wall / CPU {r['encoder_busy_per_engine_cpu_s']}), peak RSS {r['peak_rss_mib_per_slot']} "
               f"MiB per slot, GL {devs}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
