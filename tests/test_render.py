@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from stages.core.trajectory import VIEWS
-from stages.media.video import read_frames
 from stages.cluster.keys import render_settings
 from stages.cluster.recovery import recover_instance
 from stages.core.progress import COMPLETE, PROGRESS, read_progress
+from stages.core.trajectory import VIEWS
 from stages.engine.render_worker import InstanceRenderer
+from stages.media.video import read_frames
 from stages.render import run_render
 
 from .conftest import RENDER_FRAMES as FRAMES
@@ -229,8 +229,8 @@ def test_colour_pass_draws_the_character_exactly_where_the_mask_is(trajs, tmp_pa
     """Render a recorded frame with and without the character: the pixels that change are the
     mask's pixels, and the projected recorded position falls inside them."""
     from stages.core import replay
-    from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
     from stages.engine.render_worker import _load_traj
+    from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
 
     settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)
     ir = InstanceRenderer(tmp_path, settings, "p3headlessgl", Path.cwd())

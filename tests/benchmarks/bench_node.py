@@ -180,8 +180,8 @@ def main() -> None:
               f"{r['five_view_frames_per_s']} five-view frames/s, "
               f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, GPU util "
               f"{util} %, GPU mem {mem} GiB, encoders {enc:.0f} s of {cpu:.0f} s engine CPU "
-              f"(busy wall / CPU {r['encoder_busy_per_engine_cpu_s']}), peak RSS {r['peak_rss_mib_per_slot']} "
-              f"MiB per slot, GL {devs}", flush=True)
+              f"(busy wall / CPU {r['encoder_busy_per_engine_cpu_s']}), peak RSS "
+              f"{r['peak_rss_mib_per_slot']} MiB per slot, GL {devs}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if not args.keep:
