@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -189,6 +190,13 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
         meta = json.loads(s["json"])
         assert meta["schema_version"] == 1 and meta["clip_id"] == s["__key__"]
         assert meta["caption_backend"] == "grounded" and meta["caption_keyframes"] == []
+        # lineage: the engine and its version, the code that made the bytes, the seed, light
+        src = meta["source"]
+        assert src["engine"] == "embedded" and src["engine_version"].startswith("panda3d ")
+        assert re.fullmatch(r"\d[\w.]*\+[0-9a-f]{16}", src["code_version"])
+        assert re.fullmatch(r"\d[\w.]*\+[0-9a-f]{16}", src["stage1_code_version"])
+        assert src["trajectory_seed"] == 0 and src["lighting"] in ("day", "dusk", "night",
+                                                                   "interior")
         seq = meta["controls"]["action_sequence"]
         frames = pd.read_parquet(io.BytesIO(s["frames.parquet"]))
         assert [a["action"] for a in seq] == frames["action"].tolist()

@@ -93,6 +93,7 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
               "grounded": bool(r["grounded"]), "segment": int(r["segment"]),
               "event": str(r["event"])} for r in frames.to_dict("records")]
     alignment = meta.get("alignment", {})
+    lineage = meta.get("lineage") or {}
     return {
         "schema_version": SAMPLE_SCHEMA_VERSION,
         "clip_id": clip.key,
@@ -124,11 +125,17 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
                     "scorer": (selection or {}).get("scorer")},
         "views": views,
         "character": {"id": meta.get("character_id"), "poses": poses},
+        # lineage: what made these bytes (render meta.json "lineage", DESIGN §6)
         "source": {"level_id": clip.level_id, "level_category": level.get("category"),
-                   "lighting": level.get("lighting"), "trajectory": clip.trajectory,
+                   "lighting": level.get("lighting") or lineage.get("lighting"),
+                   "trajectory": clip.trajectory,
                    "start_frame": clip.start, "end_frame": clip.end,
-                   "render_key": meta.get("render_key"), "engine": meta.get("engine"),
-                   "trajectory_seed": meta.get("seed")},
+                   "render_key": meta.get("render_key"), "engine": lineage.get("engine"),
+                   "engine_version": lineage.get("engine_version"),
+                   "code_version": lineage.get("code_version"),
+                   "stage1_code_version": lineage.get("stage1_code_version"),
+                   "trajectory_seed": lineage.get("trajectory_seed"),
+                   "trajectory_index": lineage.get("trajectory_index")},
         "conventions": "world: right-handed, Z up, metres; extrinsics world-from-camera, OpenCV "
                        "camera axes (x right, y down, z forward); quaternions (w, x, y, z)",
     }
