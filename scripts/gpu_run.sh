@@ -4,7 +4,9 @@
 # internet: the rest travels in .h200/ (site.tar.xz: panda3d 1.10.16 cp312 without its unused
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
-# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|harness} [slots]
+# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness} [slots]
+# multi: slots on every GPU of the host, one renderer killed with kill -9 mid-run (issue: multi-GPU
+# node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
 set -euo pipefail
 what=${1:-tests}
 slots=${2:-1,4,8,16}
@@ -26,6 +28,9 @@ case "$what" in
   tests) python3 -m pytest -p no:cacheprovider -q -m gpu tests/test_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" ;;
   node) python3 tests/benchmarks/bench_node.py --preset 720p --spatial 8 --frames 300 \
           --slots "$slots" --json "$OUT/bench_node.json" 2>&1 | tee "$OUT/bench_node.log" ;;
+  multi) python3 tests/benchmarks/bench_node.py --all-gpus --kill-one --preset 720p --spatial 8 \
+          --frames 300 --slots "$slots" --json "$OUT/bench_node_multi.json" 2>&1 \
+          | tee "$OUT/bench_node_multi.log" ;;
   harness) python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 300 \
              --procs "$slots" --json "$OUT/bench_render.json" 2>&1 | tee "$OUT/bench_render.log" ;;
 esac

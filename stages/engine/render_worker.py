@@ -386,6 +386,7 @@ def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     gsg = r.gsg
     rec = check_device(dev, idx, str(gsg.getDriverRenderer()), str(gsg.getDriverVendor()),
                        nvml_gpu_of_pid() if dev.gpu is not None else None)
+    rec["slot"] = os.environ.get("WMFORGE_SLOT", "")
     (ir.inst / "device.json").write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
     print(f"render: device: GPU {dev.gpu if dev.gpu is not None else '-'} EGL device {idx}: "
           f"{rec['gl_renderer']} ({rec['gl_vendor']})", flush=True)

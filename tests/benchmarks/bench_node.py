@@ -96,6 +96,48 @@ def encoder_busy_s(root: Path) -> float:
     return tot
 
 
+def kill_one(root: Path) -> None:
+    """SIGKILL a renderer in the middle of a trajectory (its videos half written)."""
+    import signal
+
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        for part in root.glob("*/*/*/traj_*/back.mp4.part"):
+            log = part.parent.parent / "progress.log"
+            if part.stat().st_size < 20_000:
+                continue
+            for d in Path("/proc").iterdir():
+                try:
+                    cmd = (d / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if (b"stages.engine.render_worker" in cmd
+                        and str(log.parent).encode() in cmd):
+                    os.kill(int(d.name), signal.SIGKILL)
+                    print(f"kill -9 renderer pid {d.name} ({log.parent.name})", flush=True)
+                    return
+        time.sleep(0.05)
+
+
+def check_retry(root: Path, snaps: Path) -> dict:
+    """The killed renderer's slot went on with a fresh process on the same GPU."""
+    from stages.cluster.snapshots import read_snapshots
+
+    killed = [s for s in read_snapshots(snaps) if s.get("signal") == "SIGKILL"]
+    if len(killed) != 1:
+        raise SystemExit(f"expected one killed renderer, snapshots: {killed}")
+    k = killed[0]
+    later = [json.loads(p.read_text()) for p in root.glob("*/*/*/device.json")
+             if p.parent.name > k["instance"]]
+    retry = [d for d in later if d.get("slot") == k["slot"]]
+    if not retry:
+        raise SystemExit(f"no later process in slot {k['slot']}")
+    gpus = {d["requested"]["gpu"] for d in retry}
+    return {"killed_instance": k["instance"], "slot": k["slot"], "killed_gpu": k["gpu"],
+            "retried_on_gpus": sorted(g for g in gpus if g is not None) or None,
+            "same_gpu": gpus == {k["gpu"]}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="720p")
@@ -105,6 +147,12 @@ def main() -> None:
     ap.add_argument("--level", default="UrbanBlocks/Downtown")
     ap.add_argument("--json", default="")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--all-gpus", action="store_true",
+                    help="S slots on every GPU NVML finds (S x GPUs trajectories per run); "
+                    "default: S slots on GPU 0")
+    ap.add_argument("--kill-one", action="store_true",
+                    help="kill -9 one slot's renderer once the run is under way: it must be "
+                    "retried on the same GPU and the run complete")
     args = ap.parse_args()
     slot_counts = [int(x) for x in args.slots.split(",")]
     from stages.cluster.gpus import nvml_gpus
@@ -114,10 +162,12 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-node-"))
     gpus = nvml_gpus()
-    n = max(slot_counts)
+    per_slot_gpus = len(gpus) if (args.all_gpus and gpus) else 1
+    n = max(slot_counts) * per_slot_gpus
 
     def cfg_for(slots: int):
-        node = ([f"node.gpus=[{gpus[0].index}]", f"node.slots_per_gpu={slots}"] if gpus
+        ids = ",".join(str(g.index) for g in (gpus if args.all_gpus else gpus[:1]))
+        node = ([f"node.gpus=[{ids}]", f"node.slots_per_gpu={slots}"] if gpus
                 else [f"node.cpu_slots={slots}"])
         return load_params(overrides=[
             "sample_library.include_wheel_assets=false", f"trajectories.per_level={n}",
@@ -142,31 +192,41 @@ def main() -> None:
           f"({n * args.frames / t1:.0f} simulated frames/s)", flush=True)
     results: list[dict] = [{"stage1_trajectories": n, "stage1_wall_s": round(t1, 2)}]
     for s in slot_counts:
+        total = s * per_slot_gpus  # processes (and trajectories) in this run
         sub = tmp / f"traj_{s}" / ld
         sub.mkdir(parents=True)
-        for i in range(s):
+        for i in range(total):
             shutil.copytree(trajs / ld / f"traj_{i:04d}", sub / f"traj_{i:04d}")
         out = tmp / f"renders_{s}"
         c = cfg_for(s)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        killer = threading.Thread(target=kill_one, args=(out,), daemon=True)
+        if args.kill_one:
+            killer.start()
         with Sampler() as smp:
             t0 = time.perf_counter()
             index, rf = render_trajectories(c, sub.parent, out, c.render, log=lambda m: None,
                                             library=lib)
             wall = time.perf_counter() - t0
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if len(index) != s or not rf.empty:
-            raise SystemExit(f"{s} slots: rendered {len(index)}/{s}: {rf.to_dict('records')}")
+        if len(index) != total or not rf.empty:
+            raise SystemExit(f"{s} slots: rendered {len(index)}/{total}: "
+                             f"{rf.to_dict('records')}")
+        retried = check_retry(out, tmp / "work" / "snapshots") if args.kill_one else None
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         enc = encoder_busy_s(out)
         devs = sorted({json.loads(p.read_text())["gl_renderer"]
                        for p in out.rglob("device.json")})
         util = {g: round(sum(v) / len(v), 1) for g, v in smp.util.items() if v}
         mem = {g: round(max(v), 2) for g, v in smp.mem.items() if v}
-        out_s = s * args.frames / 30
-        r = {"slots": s, "preset": args.preset, "spatial": args.spatial, "frames": args.frames,
-             "wall_s": round(wall, 2), "five_view_frames_per_s": round(s * args.frames / wall, 2),
-             "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
+        out_s = total * args.frames / 30
+        per_gpu_hour = out_s / wall * 60 / per_slot_gpus
+        r = {"slots": s, "gpus": per_slot_gpus, "processes": total,
+             "five_view_min_per_node_hour": round(out_s / wall * 60, 1),
+             "kill_one": retried, "preset": args.preset, "spatial": args.spatial,
+             "frames": args.frames, "wall_s": round(wall, 2),
+             "five_view_frames_per_s": round(total * args.frames / wall, 2),
+             "five_view_min_per_gpu_hour": round(per_gpu_hour, 1),
              "gpu_util_mean_pct": util, "gpu_mem_max_gib": mem,
              "engine_cpu_s": round(cpu, 1), "encoder_busy_s": round(enc, 1),
              # encoder threads' busy wall time per engine CPU second: an upper bound on the
@@ -176,7 +236,8 @@ def main() -> None:
              "peak_rss_mib_per_slot": round(max(smp.hwm.values()), 1) if smp.hwm else None,
              "gl_renderers": devs}
         results.append(r)
-        print(f"node runner {args.preset} x{args.spatial}, {s} slot(s): "
+        print(f"node runner {args.preset} x{args.spatial}, {s} slot(s) x {per_slot_gpus} "
+              f"GPU(s): {r['five_view_min_per_node_hour']} five-view min per node-hour, "
               f"{r['five_view_frames_per_s']} five-view frames/s, "
               f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, GPU util "
               f"{util} %, GPU mem {mem} GiB, encoders {enc:.0f} s of {cpu:.0f} s engine CPU "
