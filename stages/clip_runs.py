@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .cluster.lifecycle import make_trajectories, render_trajectories
+from .cluster.lifetimes import under_dvc
 from .config import RenderConfig, WmforgeConfig
 
 
@@ -44,9 +45,10 @@ def run_clips(cfg: WmforgeConfig, params: Path, inventory: Path, level_ids: list
     levels = pd.read_parquet(inventory / "levels.parquet")
     chars = pd.read_parquet(inventory / "characters.parquet")
     library = Path(cfg.library.root)
-    fails = make_trajectories(ccfg, levels, chars, library, traj, log)
+    watch = under_dvc()  # the stage dies with `dvc repro`, engines and all
+    fails = make_trajectories(ccfg, levels, chars, library, traj, log, watch=watch)
     index, rfails = render_trajectories(ccfg, traj, out / "renders", rcfg, log,
-                                        levels=list(level_ids), library=library)
+                                        levels=list(level_ids), library=library, watch=watch)
     wanted = set(level_ids)
     index = index[index["level_id"].isin(wanted)].reset_index(drop=True)
     rfails = rfails[rfails["level_id"].isin(wanted)].reset_index(drop=True)

@@ -253,7 +253,7 @@ class NodeConfig:
     # a slot whose progress log and outputs have not advanced for this long is killed, s
     stall_timeout_s: float = 300.0
     # Stage I of one level in one process: killed past this, s (0 = no limit)
-    stage1_timeout_s: float = 0.0
+    stage1_timeout_s: float = 3600.0
     # a failed unit (a level's Stage I or Stage II) is retried in a fresh process this often
     retries: int = 2
     # slot working folders (work/slots/<slot>/), locks and the node's character cache

@@ -69,6 +69,10 @@ def test_the_opened_context_is_checked_against_the_request():
         check_device(gpu, 0, "llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa")
     with pytest.raises(DeviceBindingError, match="another device"):
         check_device(gpu, 0, "NVIDIA A100-SXM4-80GB/PCIe/SSE2", "NVIDIA Corporation")
+    with pytest.raises(DeviceBindingError, match="opened a context on device GPU-0000"):
+        check_device(gpu, 3, "NVIDIA H200/PCIe/SSE2", "NVIDIA Corporation", gl_uuid="GPU-0000")
+    assert check_device(gpu, 3, "NVIDIA H200/PCIe/SSE2", "NVIDIA Corporation",
+                        gl_uuid="gpu-0001")["gl_device_uuid"] == "gpu-0001"
     with pytest.raises(DeviceBindingError, match="NVML lists this process on GPU 0"):
         check_device(gpu, 3, "NVIDIA H200/PCIe/SSE2", "NVIDIA Corporation", nvml_gpu_of_pid=0)
     cpu = check_device(SlotDevice(None), -1, "llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa")

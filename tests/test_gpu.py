@@ -59,6 +59,8 @@ def test_node_runner_on_one_gpu_renders_on_that_gpu(trajs, tmp_path):
         assert d["requested"]["gpu"] == 0 and d["requested"]["uuid"] == gpu.uuid
         assert d["egl_device_index"] == want
         assert "nvidia" in (d["gl_renderer"] + d["gl_vendor"]).lower(), d
+        # the context's own device UUID (GL_EXT_memory_object) is GPU 0's, where exposed
+        assert d["gl_device_uuid"] in (None, gpu.uuid), d
 
 
 def test_laion_scorer_on_cuda_matches_the_cpu(tmp_path):

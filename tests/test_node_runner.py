@@ -298,3 +298,34 @@ def test_leftovers_are_cleaned_but_never_under_a_live_owner(trajs, tmp_path):
     r.release()
     recover_all(tmp_path / "r", lambda m: None)
     assert not inst.exists()  # its owner is dead: nothing finished, discarded
+
+
+def test_skip_keys_cover_characters_and_asset_bytes(inv, sample_library, tmp_path):
+    """Unchanged: nothing is made again. A different capsule (an inventory change) or an
+    edited byte in the level's pack: the trajectories are made again, nothing cleared by hand."""
+    import shutil
+
+    lib = tmp_path / "lib"
+    shutil.copytree(sample_library / "NatureValley", lib / "NatureValley")
+    shutil.copytree(sample_library / "CharacterPack", lib / "CharacterPack")
+    levels = inv.levels[inv.levels["level_id"] == "NatureValley/AlpineMeadow"]
+    cfg = _cfg(tmp_path, "node.cpu_slots=1")
+    out = tmp_path / "t"
+    meta = out / "NatureValley__AlpineMeadow" / "traj_0000" / "meta.json"
+
+    def run(chars):
+        assert make_trajectories(cfg, levels, chars, lib, out, log=lambda m: None).empty
+        st = meta.stat()
+        return json.loads(meta.read_text())["config_hash"], (st.st_ino, st.st_mtime_ns)
+
+    k0, f0 = run(inv.characters)
+    assert run(inv.characters) == (k0, f0)  # nothing made again
+    fat = inv.characters.copy()
+    fat.loc[fat["character_id"] == "CharacterPack/Alex", "capsule_radius_m"] += 0.05
+    k1, f1 = run(fat)
+    assert k1 != k0 and f1 != f0
+    tex = next(p for p in (lib / "NatureValley").rglob("*") if p.is_file()
+               and p.suffix in (".png", ".glb", ".bin"))
+    tex.write_bytes(tex.read_bytes() + b"\0")
+    k2, _ = run(fat)
+    assert k2 not in (k0, k1)

@@ -44,7 +44,7 @@ class SlotBoard:
         self.log = log
         self.mode = mode
         if mode == "auto":
-            self.mode = "live" if sys.stderr.isatty() else "plain"
+            self.mode = "live" if sys.stdout.isatty() else "plain"  # rich draws on stdout
         self._live: Any = None
         self._last: dict[str, tuple] = {}
         self._t0 = time.monotonic()

@@ -20,8 +20,8 @@ from ..config import RenderConfig
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)
-STAGE1_SOURCES = ("core", "engine")
-STAGE2_SOURCES = ("core", "engine", "media")
+STAGE1_SOURCES = ("core", "engine", "parquet_io.py")
+STAGE2_SOURCES = ("core", "engine", "media", "parquet_io.py")
 
 
 def sha256_file(path: Path) -> str:
@@ -42,7 +42,8 @@ def code_version(parts: tuple[str, ...] = STAGE2_SOURCES) -> str:
         ver = "0+unknown"
     h = hashlib.sha256()
     for part in parts:
-        for p in sorted((PACKAGE_ROOT / part).rglob("*.py")):
+        root = PACKAGE_ROOT / part
+        for p in [root] if root.is_file() else sorted(root.rglob("*.py")):
             h.update(p.relative_to(PACKAGE_ROOT).as_posix().encode() + b"\0")
             h.update(hashlib.sha256(p.read_bytes()).digest())
     return f"{ver}+{h.hexdigest()[:16]}"
@@ -77,9 +78,13 @@ class AssetDigests:
         if root.is_file():
             return self.file(root)
         h = hashlib.sha256()
-        for p in sorted(q for q in root.rglob("*") if q.is_file()):
-            h.update(p.relative_to(root).as_posix().encode() + b"\0")
-            h.update(self.file(p).encode())
+        for dirpath, _dirs, files in sorted(os.walk(root, followlinks=True)):
+            for name in sorted(files):
+                p = Path(dirpath) / name
+                if not p.is_file():
+                    continue  # a dangling link: nothing to read
+                h.update(p.relative_to(root).as_posix().encode() + b"\0")
+                h.update(self.file(p).encode())
         return h.hexdigest()
 
     def save(self) -> None:

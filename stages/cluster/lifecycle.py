@@ -15,6 +15,7 @@ adds new trajectories (§5.2: randomized initialization) instead of redoing the 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ import pandas as pd
 from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
 from ..core.engine_types import CharacterSpec
 from ..core.progress import PROGRESS
+from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
 from .gpus import SlotPlan
 from .keys import (
@@ -104,6 +106,7 @@ class NodeContext:
         tcfg = asdict(self.cfg.trajectories)
         tcfg.pop("levels")  # which levels run is a selection; it shapes no trajectory
         blob = json.dumps({"seed": self.cfg.seed, "trajectories": tcfg,
+                           "characters": [asdict(c) for c in self.specs],
                            "engine": asdict(self.cfg.engine), "level": row,
                            "code": code_version(STAGE1_SOURCES), "assets": assets},
                           sort_keys=True, default=str)
@@ -116,16 +119,15 @@ class NodeContext:
         dst = cache / f"{pack.name}-{digest[:12]}"
         if dst.exists():
             return dst
-        lock = try_lock(cache / f".{pack.name}.lock")
-        try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / f".{pack.name}.lock", "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another runner may be copying it
             if not dst.exists():
+                for stale in cache.glob(f".{dst.name}.tmp-*"):
+                    shutil.rmtree(stale, ignore_errors=True)
                 tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
-                shutil.rmtree(tmp, ignore_errors=True)
-                shutil.copytree(pack, tmp, symlinks=True)
+                shutil.copytree(pack, tmp)  # links followed: the copy stands on its own
                 tmp.rename(dst)
-        finally:
-            if lock is not None:
-                lock.close()
         return dst
 
 
@@ -152,6 +154,10 @@ class LevelUnit:
         self.stage1_failures: list[dict] = []
         self.render_failures: list[dict] = []
         self.wanted: list[tuple[str, str, str, str]] = []  # (level, scene/level, traj, key)
+        # what an engine process reported as not makeable: never asked again in this run
+        self.failed: set[int] = set()
+        self.failed_names: set[str] = set()
+        self.load_failed = False
         self.path_map1: dict[str, str] = {}
         self.path_map2: dict[str, str] = {}
         self.load_path = ""
@@ -165,7 +171,7 @@ class LevelUnit:
         if not ctx.node.stage_assets or not self.pack.is_dir():
             return  # a missing pack: the engine process names the missing file per trajectory
         staged = slot_dir / "assets" / self.pack.name
-        shutil.copytree(self.pack, staged, symlinks=True)
+        shutil.copytree(self.pack, staged)  # links followed: the copy stands on its own
         self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
                                                       os.path.abspath(self.pack)))
         self.path_map1 = {str(self.pack): str(staged)}
@@ -200,8 +206,10 @@ class LevelUnit:
         return None
 
     def missing(self) -> list[int]:
-        return [i for i in (self.indices or [])
-                if not is_complete(self.out / f"traj_{i:04d}", self.chash)]
+        if self.load_failed:
+            return []
+        return [i for i in (self.indices or []) if i not in self.failed
+                and not is_complete(self.out / f"traj_{i:04d}", self.chash)]
 
     def _stage1_step(self, slot_dir: Path, instance: str) -> Step | None:
         missing = self.missing()
@@ -232,7 +240,7 @@ class LevelUnit:
         return Step("stage1", instance, python_argv("stages.engine.stage1_worker",
                                                     str(folder / "spec.json")),
                     folder, folder / PROGRESS, folder / "engine.log",
-                    [folder / "heartbeat", self.out], self.ctx.node.stage1_timeout_s,
+                    [folder / "heartbeat"], self.ctx.node.stage1_timeout_s,
                     len(missing), self.chash, self.level_id)
 
     def _render_step(self, instance: str) -> Step | None:
@@ -248,8 +256,10 @@ class LevelUnit:
                  else {f"traj_{i:04d}" for i in self.indices})
         for meta_p in sorted(self.out.glob("traj_*/meta.json")):
             tdir = meta_p.parent
-            if names is not None and tdir.name not in names:
+            if (names is not None and tdir.name not in names) or tdir.name in self.failed_names:
                 continue
+            if self.indices is not None and not is_complete(tdir, self.chash):
+                continue  # an older trajectory this run did not make: never rendered as current
             key = render_key(tdir, settings, code, self._render_assets(tdir))
             self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
             if (f"{scene}/{level}", tdir.name, key) in done:
@@ -259,13 +269,16 @@ class LevelUnit:
             return None
         inst = root / scene / level / instance
         inst.mkdir(parents=True)
+        # owned from before instance.json exists: no other run's recovery can take it while
+        # the engine process starts (the lock travels to it; the runner lets go after spawning)
+        owner = try_lock(inst / OWNER_LOCK)
         (inst / "instance.json").write_text(json.dumps(
             {"level_id": self.level_id, "settings": settings, "display": ctx.cfg.engine.display,
              "base": str(ctx.base), "jobs": jobs, "path_map": self.path_map2,
              "lineage": {"code_version": code}}, indent=1) + "\n")
         return Step("render", instance, python_argv("stages.engine.render_worker", str(inst)),
                     inst, inst / PROGRESS, inst / "renderer.log", [inst],
-                    rcfg.instance_timeout_s, len(jobs), "", self.level_id)
+                    rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 
     def _render_assets(self, tdir: Path) -> str:
         """Digest of what Stage II reads besides the trajectory: the level's pack and the
@@ -291,26 +304,30 @@ class LevelUnit:
                 shutil.rmtree(p, ignore_errors=True)
 
     def step_ended(self, result: StepResult) -> None:
+        """Collect the engine process's failure rows (before any recovery removes them)."""
         step = result.step
+        fl = step.folder / "failures.jsonl"
+        rows = ([json.loads(x) for x in fl.read_text().splitlines() if x.strip()]
+                if fl.exists() else [])
         if step.kind == "stage1":
-            fl = step.folder / "failures.jsonl"
-            if fl.exists():
-                self.stage1_failures += [json.loads(x) for x in fl.read_text().splitlines()]
-                fl.unlink()
-        elif step.folder.exists():
-            fl = step.folder / "failures.jsonl"
-            if fl.exists():
-                for line in fl.read_text().splitlines():
-                    d = json.loads(line)
-                    self.render_failures.append({"level_id": self.level_id,
-                                                 "trajectory": d["trajectory"],
-                                                 "reason": d["reason"], "detail": d["detail"],
-                                                 "instance": step.instance})
+            fl.unlink(missing_ok=True)
+            self.stage1_failures += rows
+            for r in rows:
+                if int(r["trajectory"]) < 0:
+                    self.load_failed = True
+                else:
+                    self.failed.add(int(r["trajectory"]))
+        else:
+            for d in rows:
+                self.failed_names.add(str(d["trajectory"]))
+                self.render_failures.append({"level_id": self.level_id,
+                                             "trajectory": d["trajectory"],
+                                             "reason": d["reason"], "detail": d["detail"],
+                                             "instance": step.instance})
         if result.ok or result.final:
             # a step runs again only to retry a failed engine process: what it reported as
             # not makeable (failures.jsonl) stays a failure row
             self.phase = ("render" if step.kind == "stage1" and self.render else "done")
-
 
     def split(self) -> LevelUnit | None:
         """Half of this unit's trajectories as a unit of its own (None if it has one), so that a
@@ -371,8 +388,7 @@ def _runner(cfg: WmforgeConfig, log: Callable[[str], Any], watch: list | None) -
 def _unit_rows(fails: list[UnitFailure], stage: str) -> list[dict]:
     return [{"level_id": f.level_id, "trajectory": -1, "reason": f.reason,
              "detail": f"{f.detail} (after {f.attempts} attempts; snapshot {f.snapshot})",
-             "instance": ""} for f in fails if f.stage == stage or
-            (stage == "stage1" and f.stage == "stage_assets")]
+             "instance": ""} for f in fails if f.stage in (stage, "stage_assets")]
 
 
 def stage1_units(ctx: NodeContext, levels: pd.DataFrame, order: list[tuple[str, int]],
@@ -484,7 +500,7 @@ def _recorded_pack(level_file: Path, library: Path) -> Path:
     """The folder to stage for a recorded level path: its pack (first folder under the
     library) when it lies inside ``library``, else the folder that holds it."""
     try:
-        rel = Path(os.path.abspath(level_file)).relative_to(os.path.abspath(library))
+        rel = Path(os.path.realpath(level_file)).relative_to(os.path.realpath(library))
     except ValueError:
         return level_file.parent
     return library / rel.parts[0] if len(rel.parts) > 1 else level_file.parent

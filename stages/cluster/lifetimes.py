@@ -24,9 +24,17 @@ from typing import IO
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+_LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork (no loader in the child)
+_PRCTL = _LIBC.prctl
+
+
+def _die_with(parent: int) -> Callable[[], None]:
+    def preexec() -> None:  # in the child, between fork and exec
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the runner died before the signal was armed
+            os._exit(1)
+
+    return preexec
 
 
 def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None,
@@ -36,7 +44,7 @@ def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | Non
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=_die_with_parent,
+                                start_new_session=True, preexec_fn=_die_with(os.getpid()),
                                 pass_fds=pass_fds)
 
 

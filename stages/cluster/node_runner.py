@@ -53,6 +53,7 @@ class Step:
     config_hash: str = ""
     level_id: str = ""
     env: dict[str, str] = field(default_factory=dict)
+    owner: IO[str] | None = None  # a lock the engine process inherits (its instance's owner)
 
 
 @dataclass
@@ -248,7 +249,15 @@ class NodeRunner:
         attempt = slot.attempts.get(step.kind, 0) + 1  # a unit never repeats a final step
         slot.attempts[step.kind] = attempt
         env = slot_env(slot.plan, {**os.environ, **step.env})
-        proc = spawn_group(step.argv, env, step.log, pass_fds=(slot.lock.fileno(),))
+        fds: tuple[int, ...] = (slot.lock.fileno(),)
+        if step.owner is not None:
+            fds += (step.owner.fileno(),)
+            env["WMFORGE_OWNER_LOCK_FD"] = str(step.owner.fileno())
+        try:
+            proc = spawn_group(step.argv, env, step.log, pass_fds=fds)
+        finally:
+            if step.owner is not None:
+                step.owner.close()  # the engine process holds it now, for as long as it lives
         now = time.monotonic()
         slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now,
                             wall_start=time.time())
@@ -274,6 +283,8 @@ class NodeRunner:
             try:
                 if p.is_dir():
                     for q in sorted(p.rglob("*")):
+                        if q.suffix == ".log" and q != step.progress:
+                            continue  # an engine that only writes its log is not advancing
                         try:
                             st = q.stat()
                             sig.append((q.name, st.st_size, st.st_mtime_ns))
@@ -333,16 +344,17 @@ class NodeRunner:
                          run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
                          ended=time.time())
         slot.run = None
+        res.final = bool(reason) and run.attempt > self.cfg.retries
         if reason:
             res.snapshot = str(write_snapshot(
                 self.snapshot_root / self.node_id / step.instance, step=step, result=res,
                 slot=slot.plan, log_path=step.log, progress_lines=self._progress_text(step)))
             self.log(f"node: {slot.plan.slot}: {run.unit.level_id}: {step.kind} attempt "
                      f"{run.attempt} failed ({reason}: {detail}); snapshot {res.snapshot}")
-            run.unit.recover(step)
-        res.final = bool(reason) and run.attempt > self.cfg.retries
         self.results.append(res)
-        run.unit.step_ended(res)
+        run.unit.step_ended(res)  # its failure rows first: recovery may remove the folder
+        if reason:
+            run.unit.recover(step)
         if res.final:
             self._unit_failed(slot, step.kind, reason, detail, run.attempt, res.snapshot)
         self._next(slot)

@@ -122,14 +122,50 @@ def bind_display(dev: SlotDevice, egl_cuda_ids: list[int | None] | None = None) 
     return idx
 
 
+GL_NUM_DEVICE_UUIDS_EXT = 0x9596
+GL_DEVICE_UUID_EXT = 0x9597
+
+
+def gl_device_uuid() -> str | None:
+    """UUID of the device behind the current GL context (GL_EXT_memory_object), in NVML's
+    ``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`` form; None without a current context or the
+    extension. This is what tells two GPUs of the same model apart."""
+    try:
+        egl = ctypes.CDLL("libEGL.so.1")
+    except OSError:
+        return None
+    egl.eglGetCurrentContext.restype = ctypes.c_void_p
+    if not egl.eglGetCurrentContext():
+        return None
+    gpa = egl.eglGetProcAddress
+    gpa.restype = ctypes.c_void_p
+    gpa.argtypes = [ctypes.c_char_p]
+    p_int, p_uuid = gpa(b"glGetIntegerv"), gpa(b"glGetUnsignedBytei_vEXT")
+    if not p_int or not p_uuid:
+        return None
+    get_int = ctypes.CFUNCTYPE(None, ctypes.c_uint, ctypes.POINTER(ctypes.c_int))(p_int)
+    n = ctypes.c_int(0)
+    get_int(GL_NUM_DEVICE_UUIDS_EXT, ctypes.byref(n))
+    if n.value < 1:
+        return None
+    buf = (ctypes.c_ubyte * 16)()
+    ctypes.CFUNCTYPE(None, ctypes.c_uint, ctypes.c_uint,
+                     ctypes.POINTER(ctypes.c_ubyte))(p_uuid)(GL_DEVICE_UUID_EXT, 0, buf)
+    h = bytes(buf).hex()
+    if h == "0" * 32:
+        return None
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def check_device(dev: SlotDevice, egl_index: int, renderer: str, vendor: str,
-                 nvml_gpu_of_pid: int | None = None) -> dict:
+                 nvml_gpu_of_pid: int | None = None, gl_uuid: str | None = None) -> dict:
     """Fail unless the opened context is the one asked for; return the record for the log.
 
-    ``renderer``/``vendor`` are the GL strings of the context; ``nvml_gpu_of_pid`` the GPU on
-    which NVML lists this process (None where NVML lists no processes, as in containers)."""
+    ``renderer``/``vendor`` are the GL strings of the context; ``gl_uuid`` the UUID of its
+    device (GL_EXT_memory_object), compared with the slot's NVML UUID; ``nvml_gpu_of_pid`` the
+    GPU on which NVML lists this process (None where NVML lists none, as in containers)."""
     rec = {"requested": asdict(dev), "egl_device_index": egl_index, "gl_renderer": renderer,
-           "gl_vendor": vendor, "nvml_gpu_of_pid": nvml_gpu_of_pid}
+           "gl_vendor": vendor, "gl_device_uuid": gl_uuid, "nvml_gpu_of_pid": nvml_gpu_of_pid}
     low = renderer.lower()
     if dev.gpu is None:
         return rec
@@ -141,6 +177,9 @@ def check_device(dev: SlotDevice, egl_index: int, renderer: str, vendor: str,
     if model and model.split()[0].lower() not in low:
         raise DeviceBindingError(f"slot bound to GPU {dev.gpu} ({dev.name}) opened "
                                  f"{renderer!r}: another device")
+    if gl_uuid and dev.uuid and gl_uuid.lower() != dev.uuid.lower():
+        raise DeviceBindingError(f"slot bound to GPU {dev.gpu} ({dev.uuid}) opened a context on "
+                                 f"device {gl_uuid}")
     if nvml_gpu_of_pid is not None and nvml_gpu_of_pid != dev.gpu:
         raise DeviceBindingError(f"slot bound to GPU {dev.gpu}: NVML lists this process on "
                                  f"GPU {nvml_gpu_of_pid}")

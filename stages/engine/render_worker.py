@@ -261,6 +261,9 @@ class InstanceRenderer:
                         "code_version": self.lineage.get("code_version"),
                         "stage1_code_version": (meta.get("config") or {}).get("code_version"),
                         "trajectory_seed": meta.get("seed"),
+                        # the trajectory's own random stream (core.stage1): seed:level:index
+                        "trajectory_rng": f"{meta.get('seed')}:{meta.get('level_id')}:"
+                                          f"{meta.get('trajectory_index')}",
                         "trajectory_index": meta.get("trajectory_index"),
                         "lighting": self.level_report.get("lighting")},
             "sha256": {f: sha256_file(out / f) for f in files},
@@ -364,6 +367,9 @@ def _intrinsics(cam_row: dict, W: int, H: int) -> dict:
 def take_owner_lock(inst: Path) -> Any:
     """Hold ``owner.lock`` for this process's life (released by the kernel when it dies), so
     recovery never touches an instance a live process owns."""
+    inherited = os.environ.get("WMFORGE_OWNER_LOCK_FD", "")
+    if inherited:  # the node runner locked it for us before instance.json existed
+        return os.fdopen(int(inherited), "a+")
     f = open(inst / OWNER_LOCK, "a+")  # noqa: SIM115 - held until the process exits
     try:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -377,7 +383,7 @@ def take_owner_lock(inst: Path) -> Any:
 
 def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     """Bind the slot's GPU before the graphics pipe opens, then check what was opened."""
-    from .device import SlotDevice, bind_display, check_device, nvml_gpu_of_pid
+    from .device import SlotDevice, bind_display, check_device, gl_device_uuid, nvml_gpu_of_pid
 
     dev = SlotDevice.from_env()
     idx = bind_display(dev)
@@ -385,7 +391,7 @@ def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     r.engine.renderFrame()
     gsg = r.gsg
     rec = check_device(dev, idx, str(gsg.getDriverRenderer()), str(gsg.getDriverVendor()),
-                       nvml_gpu_of_pid() if dev.gpu is not None else None)
+                       nvml_gpu_of_pid() if dev.gpu is not None else None, gl_device_uuid())
     rec["slot"] = os.environ.get("WMFORGE_SLOT", "")
     (ir.inst / "device.json").write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
     print(f"render: device: GPU {dev.gpu if dev.gpu is not None else '-'} EGL device {idx}: "

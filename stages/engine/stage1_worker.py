@@ -127,7 +127,15 @@ def run_spec(spec: dict, engine: Any, log=print) -> int:
     published = 0
     t0 = time.perf_counter()
     while not ctrl.done:
-        ctrl.tick()
+        try:
+            ctrl.tick()
+        except Exception as exc:  # noqa: BLE001 - an engine failure is a row, not a crash
+            # deterministic (a level that does not load, a broken asset): not retried
+            with open(failures, "a") as f:
+                f.write(json.dumps({"level_id": level, "trajectory": -1, "reason": "load_failed",
+                                    "detail": f"{type(exc).__name__}: {exc}"}) + "\n")
+            log(f"stage1: {level}: load_failed: {type(exc).__name__}: {exc}")
+            break
         if ctrl.ticks % HEARTBEAT_EVERY_TICKS == 0:
             beat.write_text(f"{ctrl.ticks}\n")
         while published < len(ctrl.results):
