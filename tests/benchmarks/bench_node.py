@@ -142,6 +142,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="720p")
     ap.add_argument("--spatial", type=int, default=8)
+    ap.add_argument("--temporal", type=int, default=1)
+    ap.add_argument("--size", default="", help="WxH instead of the preset (the demo: 320x180)")
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--slots", default="1,2")
     ap.add_argument("--level", default="UrbanBlocks/Downtown")
@@ -165,6 +167,8 @@ def main() -> None:
     per_slot_gpus = len(gpus) if (args.all_gpus and gpus) else 1
     n = max(slot_counts) * per_slot_gpus
 
+    w, h = (int(x) for x in args.size.split("x")) if args.size else (0, 0)
+
     def cfg_for(slots: int):
         ids = ",".join(str(g.index) for g in (gpus if args.all_gpus else gpus[:1]))
         node = ([f"node.gpus=[{ids}]", f"node.slots_per_gpu={slots}"] if gpus
@@ -173,8 +177,8 @@ def main() -> None:
             "sample_library.include_wheel_assets=false", f"trajectories.per_level={n}",
             f"trajectories.frames={args.frames}", f"trajectories.levels=[{args.level}]",
             "trajectories.characters=[CharacterPack/Alex]", f"render.preset={args.preset}",
-            "render.width=0", "render.height=0", f"render.spatial_samples={args.spatial}",
-            "render.temporal_samples=1", f"node.work_dir={tmp}/work",
+            f"render.width={w}", f"render.height={h}", f"render.spatial_samples={args.spatial}",
+            f"render.temporal_samples={args.temporal}", f"node.work_dir={tmp}/work",
             f"node.snapshot_dir={tmp}/work/snapshots", "node.display=plain", *node])
 
     cfg = cfg_for(n)
@@ -221,7 +225,8 @@ def main() -> None:
         mem = {g: round(max(v), 2) for g, v in smp.mem.items() if v}
         out_s = total * args.frames / 30
         per_gpu_hour = out_s / wall * 60 / per_slot_gpus
-        r = {"slots": s, "gpus": per_slot_gpus, "processes": total,
+        r = {"slots": s, "gpus": per_slot_gpus, "processes": total, "size": args.size,
+             "temporal": args.temporal,
              "five_view_min_per_node_hour": round(out_s / wall * 60, 1),
              "kill_one": retried, "preset": args.preset, "spatial": args.spatial,
              "frames": args.frames, "wall_s": round(wall, 2),
