@@ -219,8 +219,9 @@ def main() -> None:
         retried = check_retry(out, tmp / "work" / "snapshots") if args.kill_one else None
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         enc = encoder_busy_s(out)
-        devs = sorted({json.loads(p.read_text())["gl_renderer"]
-                       for p in out.rglob("device.json")})
+        dev_recs = [json.loads(p.read_text()) for p in out.rglob("device.json")]
+        devs = sorted({d["gl_renderer"] for d in dev_recs})
+        uuids = sorted({str(d.get("gl_device_uuid")) for d in dev_recs})
         util = {g: round(sum(v) / len(v), 1) for g, v in smp.util.items() if v}
         mem = {g: round(max(v), 2) for g, v in smp.mem.items() if v}
         out_s = total * args.frames / 30
@@ -239,7 +240,7 @@ def main() -> None:
              "encoder_busy_per_engine_cpu_s": round(enc / cpu, 3) if cpu else None,
              "host_cores": os.cpu_count(),
              "peak_rss_mib_per_slot": round(max(smp.hwm.values()), 1) if smp.hwm else None,
-             "gl_renderers": devs}
+             "gl_renderers": devs, "gl_device_uuids": uuids}
         results.append(r)
         print(f"node runner {args.preset} x{args.spatial}, {s} slot(s) x {per_slot_gpus} "
               f"GPU(s): {r['five_view_min_per_node_hour']} five-view min per node-hour, "
