@@ -62,3 +62,21 @@ def rendered(trajs, tmp_path_factory):
     write_parquet(index, root / "index.parquet")  # as the render stage's main() does
     write_parquet(fails, root / "failures.parquet")
     return root, index, fails
+
+
+def live_processes(marker: str, cwd: Path | None = None) -> list[int]:
+    """pids of live (non-zombie) processes, other than this one, whose command line contains
+    ``marker`` (and whose working directory is ``cwd``, when given)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or int(d.name) == os.getpid():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            here = os.readlink(d / "cwd") if cwd is not None else ""
+        except (OSError, IndexError):
+            continue
+        if marker in cmd and state not in ("Z", "X") and (cwd is None or here == str(cwd)):
+            out.append(int(d.name))
+    return out

@@ -131,20 +131,9 @@ def test_exp_run_set_param_changes_output(clone):
 
 
 def _procs(cwd: Path, marker: str) -> list[int]:
-    """Live processes running in ``cwd`` whose command line contains ``marker``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            here = os.readlink(d / "cwd")
-        except (OSError, IndexError):
-            continue
-        if marker in cmd and here == str(cwd) and state not in ("Z", "X"):
-            out.append(int(d.name))
-    return out
+    from .conftest import live_processes
+
+    return live_processes(marker, cwd)
 
 
 def _instances(work: Path) -> set[str]:

@@ -22,7 +22,7 @@ from stages.cluster.snapshots import read_snapshots, summarize
 from stages.config import load_params
 from stages.core.progress import COMPLETE, RECOVERED, read_progress
 
-from .conftest import small_render_cfg
+from .conftest import live_processes, small_render_cfg
 
 REPO = Path(__file__).resolve().parent.parent
 LEVELS = ["CastleCourtyard/Courtyard", "DesertCanyon/Canyon", "InteriorKit/Apartment",
@@ -54,19 +54,7 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def _engines(marker: str) -> list[int]:
-    """pids of live (non-zombie) processes whose command line contains ``marker``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if marker in cmd and state not in ("Z", "X") and int(d.name) != os.getpid():
-            out.append(int(d.name))
-    return out
+    return live_processes(marker)
 
 
 @pytest.fixture(scope="module")

@@ -17,19 +17,12 @@ from importlib import metadata
 from pathlib import Path
 
 from ..config import RenderConfig
+from ..engine.render_worker import sha256_file, traj_files
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)
 STAGE1_SOURCES = ("core", "engine", "parquet_io.py")
 STAGE2_SOURCES = ("core", "engine", "media", "parquet_io.py")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @cache
@@ -121,8 +114,6 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
 def render_key(traj_dir: Path, settings: dict, code: str = "", assets: str = "") -> str:
     """Identity of one render: the trajectory's bytes (its meta.json carries Stage I's own key),
     the settings, the Stage II code version and the digest of the assets it reads."""
-    from ..engine.render_worker import traj_files
-
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     h.update(f"\0{code}\0{assets}\0".encode())
     for name in (*traj_files(traj_dir), "meta.json"):

@@ -1,0 +1,348 @@
+"""A level's unit of work on one slot (paper §5.3): stage assets → Stage I (own engine process,
+trajectories published as they finish) → Stage II for what Stage I produced → cleanup; and the
+context every unit of one run shares (config, skip keys, the node's character cache)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
+from ..core.engine_types import CharacterSpec
+from ..core.progress import PROGRESS
+from ..engine.render_worker import OWNER_LOCK
+from ..engine.stage1_worker import is_complete
+from .gpus import SlotPlan
+from .keys import (
+    STAGE1_SOURCES,
+    STAGE2_SOURCES,
+    AssetDigests,
+    code_version,
+    pack_dir,
+    render_key,
+    render_settings,
+)
+from .lifetimes import try_lock
+from .node_runner import Step, StepResult, python_argv, stale_tmp_dirs
+from .recovery import finished, level_parts, recover_instance
+
+
+def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
+                    max_slope_deg: float = 45.0) -> list[CharacterSpec]:
+    ok = chars[chars["ok"].astype(bool)]
+    if wanted:
+        missing = sorted(set(wanted) - set(ok["character_id"]))
+        if missing:
+            raise ConfigError(f"trajectories.characters: unknown or unusable {missing}")
+        ok = ok[ok["character_id"].isin(wanted)]
+    specs = []
+    for r in ok.sort_values("character_id").to_dict("records"):
+        specs.append(CharacterSpec(
+            character_id=str(r["character_id"]), capsule_radius=float(r["capsule_radius_m"]),
+            capsule_half_height=float(r["capsule_half_height_m"]),
+            visual_height=float(r["visual_height_m"]), walk_speed=float(r["walk_speed"]),
+            step_height=float(r["step_height_m"]), locomotion=str(r["locomotion"]),
+            height_offset=float(r["height_offset_m"]), max_slope_deg=max_slope_deg,
+            scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
+            model_path=str(library / str(r["model_path"])),
+            animations=json.loads(str(r["animation_json"]))))
+    if not specs:
+        raise ConfigError("no usable character in characters.parquet")
+    return specs
+
+
+def level_dir_name(level_id: str) -> str:
+    return level_id.replace("/", "__")
+
+
+@dataclass
+class NodeContext:
+    """What every unit of one run shares."""
+
+    cfg: WmforgeConfig
+    library: Path
+    traj_root: Path
+    render_root: Path | None
+    rcfg: RenderConfig | None = None
+    digests: AssetDigests = field(default_factory=AssetDigests)
+    specs: list[CharacterSpec] = field(default_factory=list)
+    char_packs: list[Path] = field(default_factory=list)  # library folders of the characters
+    base: Path = field(default_factory=Path.cwd)
+
+    @property
+    def node(self) -> NodeConfig:
+        return self.cfg.node
+
+    def stage1_key(self, row: dict) -> str:
+        """Everything that shapes a level's trajectories: seed, config, the level row, the
+        Stage I code and the bytes of the level's pack and of the characters."""
+        assets = {"level": self.digests.tree(pack_dir(self.library, str(row["path"]))),
+                  "characters": [self.digests.tree(p) for p in self.char_packs]}
+        tcfg = asdict(self.cfg.trajectories)
+        tcfg.pop("levels")  # which levels run is a selection; it shapes no trajectory
+        blob = json.dumps({"seed": self.cfg.seed, "trajectories": tcfg,
+                           "characters": [asdict(c) for c in self.specs],
+                           "engine": asdict(self.cfg.engine), "level": row,
+                           "code": code_version(STAGE1_SOURCES), "assets": assets},
+                          sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def char_cache(self, pack: Path) -> Path:
+        """The node-level copy of a character pack (§12: stored once per node), made once."""
+        cache = Path(self.node.work_dir) / "cache" / "characters"
+        digest = self.digests.tree(pack)
+        dst = cache / f"{pack.name}-{digest[:12]}"
+        if dst.exists():
+            return dst
+        cache.mkdir(parents=True, exist_ok=True)
+        with open(cache / f".{pack.name}.lock", "a+") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another runner may be copying it
+            if not dst.exists():
+                for stale in cache.glob(f".{dst.name}.tmp-*"):
+                    shutil.rmtree(stale, ignore_errors=True)
+                tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
+                shutil.copytree(pack, tmp)  # links followed: the copy stands on its own
+                tmp.rename(dst)
+        return dst
+
+
+class LevelUnit:
+    """One level on one slot: Stage I for ``indices`` (None: skip), then Stage II (if
+    ``render``) for the trajectories of those indices (all of the level's when None)."""
+
+    def __init__(self, ctx: NodeContext, row: dict, indices: list[int] | None, render: bool,
+                 unit_id: str = "", pack: Path | None = None,
+                 char_dirs: list[Path] | None = None, names: list[str] | None = None):
+        self.ctx, self.row = ctx, row
+        self.names = names  # Stage II only: these trajectories of the level (None: all)
+        # what is copied into the slot: the level's pack; the characters' folders (cached)
+        self.level_file = (ctx.library / str(row["path"])) if pack is None else Path(row["path"])
+        self.pack = pack if pack is not None else pack_dir(ctx.library, str(row["path"]))
+        self.char_dirs = list(ctx.char_packs if char_dirs is None else char_dirs)
+        self.level_id = str(row["level_id"])
+        self.unit_id = unit_id or self.level_id
+        self.indices, self.render = indices, render
+        self.phase = "stage1" if indices is not None else ("render" if render else "done")
+        self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
+                                                         "up_axis")}) if indices else ""
+        self.out = ctx.traj_root / level_dir_name(self.level_id)
+        self.stage1_failures: list[dict] = []
+        self.render_failures: list[dict] = []
+        self.wanted: list[tuple[str, str, str, str]] = []  # (level, scene/level, traj, key)
+        # what an engine process reported as not makeable: never asked again in this run
+        self.failed: set[int] = set()
+        self.failed_names: set[str] = set()
+        self.load_failed = False
+        self.path_map1: dict[str, str] = {}
+        self.path_map2: dict[str, str] = {}
+        self.load_path = ""
+
+    # -------------------------------------------------------------- staging (§5.3, §12)
+
+    def stage(self, slot_dir: Path) -> None:
+        ctx = self.ctx
+        self.load_path = ""
+        self.path_map1, self.path_map2 = {}, {}
+        if not ctx.node.stage_assets or not self.pack.is_dir():
+            return  # a missing pack: the engine process names the missing file per trajectory
+        staged = slot_dir / "assets" / self.pack.name
+        shutil.copytree(self.pack, staged)  # links followed: the copy stands on its own
+        self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
+                                                      os.path.abspath(self.pack)))
+        self.path_map1 = {str(self.pack): str(staged)}
+        self.path_map2 = {os.path.abspath(self.pack): os.path.abspath(staged)}
+        for cd in self.char_dirs:
+            if not cd.is_dir():
+                continue
+            tag = hashlib.sha256(os.path.abspath(cd).encode()).hexdigest()[:8]
+            link = slot_dir / "characters" / f"{cd.name}-{tag}"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(ctx.char_cache(cd).resolve())
+            self.path_map1[str(cd)] = str(link)
+            self.path_map2[os.path.abspath(cd)] = os.path.abspath(link)
+
+    def cleanup(self, slot_dir: Path) -> None:
+        shutil.rmtree(slot_dir / "assets", ignore_errors=True)
+        shutil.rmtree(slot_dir / "characters", ignore_errors=True)
+
+    # -------------------------------------------------------------- steps
+
+    def next_step(self, slot: SlotPlan, slot_dir: Path, instance: str) -> Step | None:
+        if self.phase == "stage1":
+            step = self._stage1_step(slot_dir, instance)
+            if step is not None:
+                return step
+            self.phase = "render" if self.render else "done"
+        if self.phase == "render":
+            step = self._render_step(instance)
+            if step is not None:
+                return step
+            self.phase = "done"
+        return None
+
+    def missing(self) -> list[int]:
+        if self.load_failed:
+            return []
+        return [i for i in (self.indices or []) if i not in self.failed
+                and not is_complete(self.out / f"traj_{i:04d}", self.chash)]
+
+    def _stage1_step(self, slot_dir: Path, instance: str) -> Step | None:
+        missing = self.missing()
+        if not missing:
+            return None
+        ctx, cfg = self.ctx, self.ctx.cfg
+        folder = slot_dir / instance
+        folder.mkdir(parents=True)
+        spec = {
+            "level_id": self.level_id, "level_path": str(self.level_file),
+            "load_path": self.load_path, "path_map": self.path_map1,
+            "scale": float(self.row["scale"]), "up_axis": str(self.row["up_axis"]),
+            "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
+            "seed": cfg.seed, "engine": asdict(cfg.engine),
+            "characters": [asdict(s) for s in ctx.specs],
+            "actions": asdict(cfg.trajectories.actions), "spawn": asdict(cfg.trajectories.spawn),
+            "cameras": asdict(cfg.trajectories.cameras),
+            "camera_rays": cfg.trajectories.camera_rays,
+            "resolved_config": {"trajectories": asdict(cfg.trajectories),
+                                "engine": asdict(cfg.engine), "seed": cfg.seed,
+                                "config_hash": self.chash,
+                                "code_version": code_version(STAGE1_SOURCES)},
+            "config_hash": self.chash, "out_dir": str(self.out),
+            "progress": str(folder / PROGRESS), "heartbeat": str(folder / "heartbeat"),
+            "failures": str(folder / "failures.jsonl"),
+        }
+        (folder / "spec.json").write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+        return Step("stage1", instance, python_argv("stages.engine.stage1_worker",
+                                                    str(folder / "spec.json")),
+                    folder, folder / PROGRESS, folder / "engine.log",
+                    [folder / "heartbeat"], self.ctx.node.stage1_timeout_s,
+                    len(missing), self.chash, self.level_id)
+
+    def _render_step(self, instance: str) -> Step | None:
+        ctx = self.ctx
+        assert ctx.render_root is not None and ctx.rcfg is not None
+        rcfg, root = ctx.rcfg, ctx.render_root
+        settings = render_settings(rcfg, ctx.cfg.engine.fps)
+        code = code_version(STAGE2_SOURCES)
+        scene, level = level_parts(self.level_id)
+        done = finished(root)
+        jobs, self.wanted = [], []
+        names = (set(self.names) if self.names is not None else None if self.indices is None
+                 else {f"traj_{i:04d}" for i in self.indices})
+        for meta_p in sorted(self.out.glob("traj_*/meta.json")):
+            tdir = meta_p.parent
+            if (names is not None and tdir.name not in names) or tdir.name in self.failed_names:
+                continue
+            if self.indices is not None and not is_complete(tdir, self.chash):
+                continue  # an older trajectory this run did not make: never rendered as current
+            key = render_key(tdir, settings, code, self._render_assets(tdir))
+            self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
+            if (f"{scene}/{level}", tdir.name, key) in done:
+                continue
+            jobs.append({"name": tdir.name, "traj_dir": str(tdir.resolve()), "key": key})
+        if not jobs:
+            return None
+        inst = root / scene / level / instance
+        inst.mkdir(parents=True)
+        # owned from before instance.json exists: no other run's recovery can take it while
+        # the engine process starts (the lock travels to it; the runner lets go after spawning)
+        owner = try_lock(inst / OWNER_LOCK)
+        (inst / "instance.json").write_text(json.dumps(
+            {"level_id": self.level_id, "settings": settings, "display": ctx.cfg.engine.display,
+             "base": str(ctx.base), "jobs": jobs, "path_map": self.path_map2,
+             "lineage": {"code_version": code}}, indent=1) + "\n")
+        return Step("render", instance, python_argv("stages.engine.render_worker", str(inst)),
+                    inst, inst / PROGRESS, inst / "renderer.log", [inst],
+                    rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
+
+    def _render_assets(self, tdir: Path) -> str:
+        """Digest of what Stage II reads besides the trajectory: the level's pack and the
+        character's pack (paths as recorded)."""
+        try:
+            meta = json.loads((tdir / "meta.json").read_text())
+        except (OSError, ValueError):
+            return ""
+        parts = []
+        for rec in ((meta.get("level") or {}).get("path"),
+                    (meta.get("character") or {}).get("model")):
+            p = Path(str(rec or ""))
+            p = p if p.is_absolute() else self.ctx.base / p
+            if p.exists():
+                parts.append(self.ctx.digests.tree(p.parent))
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+    def recover(self, step: Step) -> None:
+        if step.kind == "render":
+            recover_instance(step.folder, lambda m: None)
+        else:
+            for p in stale_tmp_dirs(self.ctx.traj_root):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def step_ended(self, result: StepResult) -> None:
+        """Collect the engine process's failure rows (before any recovery removes them)."""
+        step = result.step
+        fl = step.folder / "failures.jsonl"
+        rows = ([json.loads(x) for x in fl.read_text().splitlines() if x.strip()]
+                if fl.exists() else [])
+        if step.kind == "stage1":
+            fl.unlink(missing_ok=True)
+            self.stage1_failures += rows
+            for r in rows:
+                if int(r["trajectory"]) < 0:
+                    self.load_failed = True
+                else:
+                    self.failed.add(int(r["trajectory"]))
+        else:
+            for d in rows:
+                self.failed_names.add(str(d["trajectory"]))
+                self.render_failures.append({"level_id": self.level_id,
+                                             "trajectory": d["trajectory"],
+                                             "reason": d["reason"], "detail": d["detail"],
+                                             "instance": step.instance})
+        if result.ok or result.final:
+            # a step runs again only to retry a failed engine process: what it reported as
+            # not makeable (failures.jsonl) stays a failure row
+            self.phase = ("render" if step.kind == "stage1" and self.render else "done")
+
+    def split(self) -> LevelUnit | None:
+        """Half of this unit's trajectories as a unit of its own (None if it has one), so that a
+        pool with fewer levels than slots still keeps every slot busy."""
+        if self.indices is not None and len(self.indices) > 1:
+            k = len(self.indices) // 2
+            other = LevelUnit(self.ctx, self.row, self.indices[k:], self.render,
+                              f"{self.unit_id}[{self.indices[k]}:]", self.pack, self.char_dirs)
+            other.level_file = self.level_file
+            self.indices = self.indices[:k]
+            return other
+        if self.indices is None and self.names is not None and len(self.names) > 1:
+            k = len(self.names) // 2
+            other = LevelUnit(self.ctx, self.row, None, self.render,
+                              f"{self.unit_id}[{self.names[k]}:]", self.pack, self.char_dirs,
+                              self.names[k:])
+            other.level_file = self.level_file
+            self.names = self.names[:k]
+            return other
+        return None
+
+
+def spread(units: list[LevelUnit], slots: int) -> list[LevelUnit]:
+    """Split the largest units until there are at least ``slots`` (or nothing splits); each
+    part stays next to its origin in the order."""
+    units = list(units)
+    while len(units) < slots:
+        sizes = [len(u.indices if u.indices is not None else (u.names or [])) for u in units]
+        if not units or max(sizes) <= 1:
+            break
+        i = max(range(len(units)), key=lambda j: (sizes[j], -j))
+        part = units[i].split()
+        if part is None:
+            break
+        units.insert(i + 1, part)
+    return units
