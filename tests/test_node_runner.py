@@ -317,3 +317,30 @@ def test_skip_keys_cover_characters_and_asset_bytes(inv, sample_library, tmp_pat
     tex.write_bytes(tex.read_bytes() + b"\0")
     k2, _ = run(fat)
     assert k2 not in (k0, k1)
+
+
+def test_wmforge_node_run_makes_and_renders_a_level_with_the_dvc_layout(inv, sample_library,
+                                                                         tmp_path):
+    from stages.parquet_io import write_parquet
+
+    write_parquet(inv.levels, tmp_path / "inv" / "levels.parquet")
+    write_parquet(inv.characters, tmp_path / "inv" / "characters.parquet")
+    sets = ["trajectories.levels=[NatureValley/AlpineMeadow]", "trajectories.per_level=2",
+            "trajectories.frames=24", "trajectories.characters=[CharacterPack/Alex]",
+            f"library.root={sample_library}", f"node.work_dir={tmp_path}/work",
+            f"node.snapshot_dir={tmp_path}/snap", "render.width=192", "render.height=108",
+            "render.spatial_samples=1", "render.temporal_samples=1", "render.mask_scale=1"]
+    args = [sys.executable, "-m", "stages.cli", "node"] + [x for s in sets for x in ("-S", s)]
+    r = subprocess.run(args + ["run", "--inventory", str(tmp_path / "inv"), "--pools",
+                               str(tmp_path / "none.parquet"), "--trajectories",
+                               str(tmp_path / "t"), "--renders", str(tmp_path / "r")],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "node: 2 trajectories rendered" in r.stdout
+    index = pd.read_parquet(tmp_path / "r" / "index.parquet")
+    assert sorted(index["trajectory"]) == ["traj_0000", "traj_0001"]
+    assert pd.read_parquet(tmp_path / "t" / "failures.parquet").empty
+    for p in index["path"]:
+        assert (tmp_path / "r" / p / "meta.json").exists()
+    s = subprocess.run(args + ["slots"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert s.returncode == 0 and "slot c0: CPU" in s.stdout and "slot c1: CPU" in s.stdout
