@@ -43,6 +43,12 @@ def captions(clips, inventory):
     return caption_clips(clips, inventory.levels, inventory.characters, load_params())
 
 
+def _axis(r) -> tuple[float, float]:
+    """World x, y of a camera's optical axis (+z of an OpenCV camera) from its quaternion."""
+    w, x, y, z = r.rot_w, r.rot_x, r.rot_y, r.rot_z
+    return 2 * (x * z + w * y), 2 * (y * z - w * x)
+
+
 def _decode_bytes(data: bytes) -> list[np.ndarray]:
     import av
 
@@ -183,6 +189,7 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
         assert (tmp_path / "a" / t).read_bytes() == (tmp_path / "b" / t).read_bytes()
     samples = list(wds.WebDataset(str(tmp_path / "a" / tars[0]), shardshuffle=False))
     assert [s["__key__"] for s in samples] == [c.key for c in clips]
+    turned: list[float] = []
     for s, clip in zip(samples, clips, strict=True):
         assert "." not in s["__key__"]
         assert set(s) >= {f"{v}.mp4" for v in VIEWS} | {"json", "txt", "frames.parquet",
@@ -200,6 +207,20 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
         seq = meta["controls"]["action_sequence"]
         frames = pd.read_parquet(io.BytesIO(s["frames.parquet"]))
         assert [a["action"] for a in seq] == frames["action"].tolist()
+        # turning is in the labels: the yaw deltas sum to the net yaw change of the clip
+        yaw = frames["yaw_deg"].to_numpy(np.float64)
+        net = (yaw[-1] - yaw[0] + 180) % 360 - 180
+        assert sum(a["yaw_delta_deg"] for a in seq) == pytest.approx(net, abs=1e-3)
+        turned.append(max(abs(a["yaw_delta_deg"]) for a in seq))
+        cams = pd.read_parquet(io.BytesIO(s["cameras.parquet"]))
+        b = cams[cams["view"] == "back"].sort_values("frame")
+        fwd = [np.degrees(np.arctan2(_axis(r)[1], _axis(r)[0])) for r in b.itertuples()]
+        vnet = (fwd[-1] - fwd[0] + 180) % 360 - 180
+        assert sum(a["view_yaw_delta_deg"] for a in seq) == pytest.approx(vnet, abs=1e-3)
+        fx = meta["camera"]["intrinsics"][0][0]
+        for a in seq:  # a right turn (clockwise, negative yaw change) moves the mouse right
+            assert a["mouse_delta"][0] == pytest.approx(
+                -fx * np.tan(np.radians(a["view_yaw_delta_deg"])), abs=1e-3)
         for v in VIEWS:
             decoded = _decode_bytes(s[f"{v}.mp4"])
             assert len(decoded) == len(seq) == clip.frames  # one action per decoded frame
@@ -216,6 +237,7 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
         assert np.allclose(ext[:, :3, 3], back[["pos_x", "pos_y", "pos_z"]], atol=1e-5)
         assert np.allclose(np.linalg.det(ext[:, :3, :3]), 1, atol=1e-4)
         assert [p["frame"] for p in meta["character"]["poses"]] == list(range(clip.frames))
+    assert max(turned) > 0.1  # some clip turns, and its turning is in its labels
     row = idx1.set_index("key").loc[clips[0].key]
     assert row["shard"] == "shard-000000.tar" and row["category"] == "nature"
     assert row["frames"] == 24 and row["duration_s"] == pytest.approx(0.8)
@@ -289,7 +311,7 @@ def test_lerobot_v3_export_layout_reads_back(clips, captions, tmp_path):
     assert on_disk == info and info["codebase_version"] == "v3.0"
     assert info["total_episodes"] == len(clips) and info["total_frames"] == 24 * len(clips)
     assert info["features"]["observation.images.back"]["shape"] == [108, 192, 3]
-    assert info["features"]["action"]["names"] == list(ACTIONS)
+    assert info["features"]["action"]["names"] == [*ACTIONS, "view_yaw_delta_deg"]
     eps = pd.read_parquet(root / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
     data = pd.read_parquet(root / info["data_path"].format(chunk_index=0, file_index=0))
     assert len(data) == info["total_frames"] and data["index"].tolist() == list(range(len(data)))
@@ -300,8 +322,15 @@ def test_lerobot_v3_export_layout_reads_back(clips, captions, tmp_path):
         assert (rows["episode_index"] == ep["episode_index"]).all() and len(rows) == ep["length"]
         clip = clips[ep["episode_index"]]
         frames = pd.read_parquet(clip.render_dir / "frames.parquet").sort_values("frame")
-        got = [ACTIONS[int(np.argmax(a))] for a in rows["action"]]
+        got = [ACTIONS[int(np.argmax(a[:-1]))] for a in rows["action"]]
         assert got == frames["action"].tolist()
+        # the mouse: the back view's yaw change per frame, summing to its net turn
+        turn = np.array([a[-1] for a in rows["action"]], np.float64)
+        pose = np.stack(list(rows["observation.camera.back.pose"])).astype(np.float64)
+        w, x, y, z = pose[:, 3], pose[:, 4], pose[:, 5], pose[:, 6]
+        fwd = np.degrees(np.arctan2(2 * (y * z - w * x), 2 * (x * z + w * y)))
+        assert turn[0] == 0
+        assert turn.sum() == pytest.approx((fwd[-1] - fwd[0] + 180) % 360 - 180, abs=0.05)
         assert np.allclose(np.stack(list(rows["observation.state"]))[:, :3],
                            frames[["pos_x", "pos_y", "pos_z"]], atol=1e-5)
         assert tasks_df.loc[ep["tasks"][0], "task_index"] == rows["task_index"].iloc[0]

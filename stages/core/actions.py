@@ -71,3 +71,14 @@ def resolve_animation_map(clips: dict[str, str | None]) -> tuple[dict[str, str |
             notes.append(f"{action}->static")
         mapping[action] = chosen
     return mapping, notes
+
+
+def yaw_deltas(yaws: list[float]) -> list[float]:
+    """Per-frame yaw change in degrees (counter-clockwise positive, wrapped to [-180, 180)):
+    what a mouse would have turned that frame; 0 for the first frame. Their sum is the net
+    yaw change (mod 360) from the first frame to the last."""
+    out = [0.0]
+    for a, b in zip(yaws, yaws[1:], strict=False):
+        out.append((b - a + 180.0) % 360.0 - 180.0)
+    return out
+

@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core.actions import ACTIONS
+from ..core.actions import ACTIONS, yaw_deltas
 from ..core.trajectory import VIEWS
 from .clip_spans import Clip
-from .samples import clip_frames, view_video
+from .samples import camera_yaws, clip_frames, view_video
 
 CODEBASE_VERSION = "v3.0"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
@@ -52,8 +52,11 @@ def _features(width: int, height: int, fps: int) -> dict:
             "description": "world-from-camera, OpenCV axes (x right, y down, z forward), m"}
         feats[f"observation.camera.{v}.intrinsics"] = {"dtype": "float32", "shape": [4],
                                                        "names": K_NAMES}
-    feats["action"] = {"dtype": "float32", "shape": [len(ACTIONS)], "names": list(ACTIONS),
-                       "description": "one-hot of the key state (W A S D WA WD SA SD IDLE)"}
+    feats["action"] = {"dtype": "float32", "shape": [len(ACTIONS) + 1],
+                       "names": [*ACTIONS, "view_yaw_delta_deg"],
+                       "description": "one-hot of the key state (W A S D WA WD SA SD IDLE), then "
+                                      "the view's yaw change this frame (deg, CCW positive): "
+                                      "the mouse"}
     feats["action.index"] = {"dtype": "int64", "shape": [1], "names": None}
     for k, dt in (("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
                   ("index", "int64"), ("task_index", "int64")):
@@ -109,8 +112,9 @@ def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
         frames, cams = clip_frames(clip)
         n = len(frames)
         act = frames["action"].astype(str).tolist()
-        onehot = np.zeros((n, len(ACTIONS)), np.float32)
+        onehot = np.zeros((n, len(ACTIONS) + 1), np.float32)
         onehot[np.arange(n), [ACTIONS.index(a) for a in act]] = 1
+        onehot[:, -1] = yaw_deltas(camera_yaws(cams))
         state = frames[STATE_NAMES[:-1]].to_numpy(np.float32)
         state = np.concatenate([state, frames[["grounded"]].to_numpy(np.float32)], axis=1)
         d = {"observation.state": list(state), "action": list(onehot),

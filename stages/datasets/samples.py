@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.actions import ACTIONS
+from ..core.actions import ACTIONS, yaw_deltas
 from ..core.trajectory import VIEWS
 from .clip_spans import Clip
 
@@ -65,6 +65,28 @@ def _f(x: Any) -> float:
     return round(v, 6) if math.isfinite(v) else 0.0
 
 
+def camera_yaws(cams: pd.DataFrame, view: str = "back") -> list[float]:
+    """Yaw (deg, CCW from +X) of a view's optical axis per frame, from its recorded pose
+    (world-from-camera, OpenCV axes: the axis is the camera's +z)."""
+    c = cams[cams["view"] == view].sort_values("frame")
+    out = []
+    for r in c.to_dict("records"):
+        m = quat_to_matrix(r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"])
+        out.append(math.degrees(math.atan2(m[1][2], m[0][2])))
+    return out
+
+
+def turn_controls(frames: pd.DataFrame, cams: pd.DataFrame, fx_px: float) -> list[dict]:
+    """Per frame: the character's yaw change, the (back) view's yaw change, and the view's
+    change as a horizontal mouse delta in pixels at the view's focal length (a turn to the
+    right, clockwise, is a positive x), so every rotation of the views is in the controls."""
+    char = yaw_deltas([float(y) for y in frames.sort_values("frame")["yaw_deg"]])
+    view = yaw_deltas(camera_yaws(cams))
+    return [{"yaw_delta_deg": round(c, 6), "view_yaw_delta_deg": round(v, 6),
+             "mouse_delta": [round(-fx_px * math.tan(math.radians(v)), 4), 0.0]}
+            for c, v in zip(char, view, strict=True)]
+
+
 def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: dict,
                 level: dict, meta: dict, selection: dict | None = None) -> dict:
     """The JSON of one sample: the notes' schema (clip_id, duration, fps, resolution, camera
@@ -85,6 +107,7 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
             "occluded": [bool(o) for o in c["occluded"]],
         }
     back = views["back"]
+    back_fx = cams[cams["view"] == "back"]["fx"].iloc[0]
     poses = [{"frame": int(r["frame"]), "position": [_f(r["pos_x"]), _f(r["pos_y"]),
                                                      _f(r["pos_z"])],
               "rotation_wxyz": [_f(r["rot_w"]), _f(r["rot_x"]), _f(r["rot_y"]), _f(r["rot_z"])],
@@ -104,9 +127,16 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
         "controls": {
             "input_type": "keyboard",
             "action_space": list(ACTIONS),
+            # mouse_delta: the back view's yaw change this frame as horizontal pixels at its
+            # focal length (right turn positive); yaw_delta_deg / view_yaw_delta_deg: the
+            # character's and the back view's yaw change, degrees per frame, CCW positive
+            "mouse_delta_units": "px at the back view's focal length (x: right turn)",
             "action_sequence": [{"frame": int(f), "action": str(a), "keys": ACTION_KEYS[str(a)],
-                                 "mouse_delta": [0, 0]}
-                                for f, a in zip(frames["frame"], frames["action"], strict=True)],
+                                 **turn}
+                                for f, a, turn in zip(frames["frame"], frames["action"],
+                                                      turn_controls(frames, cams,
+                                                                    float(back_fx)),
+                                                      strict=True)],
         },
         "caption": caption.get("caption", ""),
         "captions": {v: caption.get(f"caption_{v}", "") for v in VIEWS},
