@@ -383,3 +383,52 @@ def test_level_cameras_and_self_playing_animations_are_removed_and_reported(traj
     on_disk = json.loads((inst / "traj_0000" / "meta.json").read_text())
     assert on_disk["level"]["removed"] == rmeta["level"]["removed"]
     assert len(read_frames(inst / "traj_0000" / "back.mp4")) == FRAMES
+
+
+def test_orientation_correction_turns_the_model_to_its_walking_direction(tmp_path):
+    """A body with a red nose on the model's own forward (+Y, as Panda3D models are authored),
+    seen by a camera straight above: with the recorded correction (-90°) the nose leads along
+    the character's yaw; without it (0°) the character faces sideways, as before this fix."""
+    import math
+
+    from stages.assetgen.gltf_writer import GlbBuilder
+    from stages.assetgen.primitives import box
+    from stages.core import replay
+    from stages.core.trajectory import yaw_quat
+    from stages.engine.embedded import load_model
+    from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose, ViewPose
+
+    b = GlbBuilder()
+    b.node("body", b.mesh("body", box(0.4, 0.4, 1.6), b.material("grey", (0.5, 0.5, 0.5))))
+    b.node("nose", b.mesh("nose", box(0.2, 0.3, 0.2, center=(0.0, 0.35, 1.2)),
+                          b.material("red", (1.0, 0.0, 0.0), emissive=(1.0, 0.0, 0.0))))
+    char = tmp_path / "marker.glb"
+    char.write_bytes(b.to_glb())
+    g = GlbBuilder()
+    g.node("ground", g.mesh("ground", box(20, 20, 0.1, center=(0, 0, -0.1)),
+                            g.material("dark", (0.1, 0.1, 0.1))))
+    ground = tmp_path / "ground.glb"
+    ground.write_bytes(g.to_glb())
+    r = ReplayRenderer(160, 160, 1, 1, "p3headlessgl", 1)
+    r.load_level(load_model(str(ground)), {})
+    top = ViewPose((0.0, 0.0, 6.0), (0.0, 1.0, 0.0, 0.0), 50.0)  # looking straight down
+    fx = 80 / math.tan(math.radians(25))
+    for corr, yaw in ((-90.0, 0.0), (-90.0, 90.0), (-90.0, -135.0), (0.0, 0.0)):
+        r.load_character(load_model(str(char)), str(char), {}, corr)
+        pose = SamplePose(CharacterPose((0.0, 0.0, 0.0), yaw_quat(yaw), (1.0, 1.0, 1.0), None,
+                                        0.0), {v: top for v in VIEWS})
+        colors, _, _ = r.render([pose], pose, 0.0)
+        img = colors["top"].astype(int)
+        v, u = np.nonzero((img[..., 0] > 150) & (img[..., 1] < 90) & (img[..., 2] < 90))
+        assert len(u) > 10, (corr, yaw)
+        a = math.radians(90.0 + corr + yaw)  # the model's +Y, turned by the correction and yaw
+        want = replay.project((0.35 * math.cos(a), 0.35 * math.sin(a), 1.3), top.pos,
+                              top.quat, fx, fx, 80, 80)
+        got = (u.mean(), v.mean())
+        assert math.dist(got, want[:2]) < 5, (corr, yaw, got, want)
+        if corr == -90.0:  # the nose leads along the walking direction (yaw)
+            walk = replay.project((0.35 * math.cos(math.radians(yaw)),
+                                   0.35 * math.sin(math.radians(yaw)), 1.3), top.pos, top.quat,
+                                  fx, fx, 80, 80)
+            assert math.dist(got, walk[:2]) < 5
+    r.close()

@@ -160,7 +160,7 @@ class InstanceRenderer:
     def _ensure_character(self, meta: dict) -> None:
         ch = meta.get("character") or {}
         path = _resolve(str(ch.get("model", "")), self.base, self.path_map)
-        key = str(path)
+        key = f"{path}|{ch.get('yaw_correction_deg') or 0.0}"
         if key == self.char_key:
             return
         if not path.is_file():
@@ -174,7 +174,8 @@ class InstanceRenderer:
             f = path.parent / clip
             if f.is_file():
                 clip_files[clip] = str(f)
-        self.r.load_character(model, str(path), clip_files)
+        self.r.load_character(model, str(path), clip_files,
+                              float(ch.get("yaw_correction_deg") or 0.0))
         self.char_key = key
 
     def render(self, traj_dir: Path, name: str, key: str) -> dict:

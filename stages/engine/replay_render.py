@@ -397,8 +397,11 @@ class ReplayRenderer:
 
     # ------------------------------------------------------------------ character
 
-    def load_character(self, model: Any, model_path: str, clip_files: dict[str, str]) -> None:
-        """One copy of the character per temporal sample plus one for the mask pass."""
+    def load_character(self, model: Any, model_path: str, clip_files: dict[str, str],
+                       yaw_correction_deg: float = 0.0) -> None:
+        """One copy of the character per temporal sample plus one for the mask pass. The model
+        is turned by ``yaw_correction_deg`` (counter-clockwise about +Z) inside its holder, so
+        that its own forward is the contract's +X at yaw 0 (§4.1 orientation correction)."""
         from panda3d.core import BitMask32
 
         for c in self.char_copies:
@@ -409,7 +412,9 @@ class ReplayRenderer:
             (".glb", ".gltf")) else {}
         for k in range(self.T + 1):
             holder = self.scene.attachNewNode(f"character_{k}")
-            copy = model.copyTo(holder)
+            turned = holder.attachNewNode("yaw_correction")
+            turned.setH(yaw_correction_deg)
+            copy = model.copyTo(turned)
             holder.hide(BitMask32.allOn())
             holder.show(BitMask32.bit(MASK_BIT if k == self.T else k))
             self.char_copies.append(holder)
