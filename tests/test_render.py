@@ -56,6 +56,7 @@ def test_five_views_and_preview_decode_with_recorded_frame_count(rendered, trajs
             assert _sha(d / f) == _sha(src / f)
         assert meta["encode"]["codec"] == "libx264" and meta["encode"]["pix_fmt"] == "yuv420p"
         assert meta["settings"]["spatial_samples"] == 2
+        assert meta["idle_pose"] == "idle_clip"  # Alex has an idle clip
         assert meta["settings"]["temporal_samples"] == 2
         # alignment gate: every in-view frame of every external view lands on the character
         al = meta["alignment"]

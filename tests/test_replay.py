@@ -30,6 +30,21 @@ def test_clip_schedule_falls_back_to_idle_or_rest_for_missing_clips():
         replay.clip_schedule(["JUMP"], [0.0], [0], ANIMS, 30)
 
 
+def test_standing_without_an_idle_clip_holds_the_walk_clips_first_frame():
+    """IDLE looks idle: no idle clip → the walk clip held at its first frame (a neutral stance),
+    never the bind pose; the walk starts from its own beginning afterwards."""
+    anims = {"W": "walk", "IDLE": None}
+    sched = replay.clip_schedule(["IDLE"] * 3 + ["W"] * 3 + ["IDLE"] * 2, [0.0] * 3 + [1.6] * 3
+                                 + [0.0] * 2, [0] * 8, anims, 30, {"walk"})
+    assert sched == [("walk", 0.0)] * 3 + [("walk", i / 30) for i in range(3)] + [
+        ("walk", 0.0)] * 2
+    assert replay.idle_pose_source(anims, {"walk"}) == "walk_first_frame"
+    assert replay.idle_pose_source(ANIMS, {"idle", "walk"}) == "idle_clip"
+    assert replay.idle_pose_source(anims, set()) == "bind_pose"
+    # no clips at all: the bind pose is all there is
+    assert replay.clip_schedule(["IDLE"], [0.0], [0], anims, 30, set()) == [(None, 0.0)]
+
+
 def test_temporal_interpolation_never_crosses_a_respawn():
     rows = [{"pos_x": float(i), "pos_y": 0.0, "pos_z": 0.0, "rot_w": 1.0, "rot_x": 0.0,
              "rot_y": 0.0, "rot_z": 0.0, "scale_x": 1.0, "scale_y": 1.0, "scale_z": 1.0}

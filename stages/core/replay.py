@@ -44,14 +44,28 @@ def lerp(a: tuple[float, ...], b: tuple[float, ...], u: float) -> tuple[float, .
     return tuple(x + (y - x) * u for x, y in zip(a, b, strict=True))
 
 
+def idle_pose_source(animations: dict[str, str | None], available: set[str] | None) -> str:
+    """What a standing character shows: its idle clip, else the first frame of its walk clip
+    held still (a neutral stance), else the bind pose (a model without clips)."""
+    def ok(c: str | None) -> bool:
+        return c is not None and (available is None or c in available)
+
+    if ok(animations.get("IDLE")):
+        return "idle_clip"
+    return "walk_first_frame" if ok(animations.get("W")) else "bind_pose"
+
+
 def clip_schedule(actions: list[str], speeds: list[float], segments: list[int],
                   animations: dict[str, str | None], fps: int,
                   available: set[str] | None = None) -> list[tuple[str | None, float]]:
-    """(clip, clip time in s) per frame, from frame numbers only."""
+    """(clip, clip time in s) per frame, from frame numbers only. Standing without an idle
+    clip holds the walk clip's first frame (time 0), never the bind pose."""
     out: list[tuple[str | None, float]] = []
-    current: str | None = None
+    current: tuple[str | None, bool] | None = None
     start = 0
     idle = animations.get("IDLE")
+    walk = animations.get("W")
+    hold = idle_pose_source(animations, available) == "walk_first_frame"
     for f, (a, v, seg) in enumerate(zip(actions, speeds, segments, strict=True)):
         if a not in ACTIONS:
             raise ValueError(f"frames.parquet: column 'action' row {f}: {a!r}")
@@ -60,9 +74,12 @@ def clip_schedule(actions: list[str], speeds: list[float], segments: list[int],
             clip = idle
         if available is not None and clip not in available:
             clip = idle if idle in available else None
-        if clip != current or (f > 0 and seg != segments[f - 1]):
-            current, start = clip, f
-        out.append((clip, (f - start) / fps))
+        frozen = False
+        if hold and clip is None:
+            clip, frozen = walk, True
+        if (clip, frozen) != current or (f > 0 and seg != segments[f - 1]):
+            current, start = (clip, frozen), f
+        out.append((clip, 0.0 if frozen else (f - start) / fps))
     return out
 
 

@@ -257,6 +257,9 @@ class InstanceRenderer:
             "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
             "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
+            # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
+            "idle_pose": replay.idle_pose_source(meta["character"].get("animations") or {},
+                                                 self.r.available_clips()),
             # lineage: what made these bytes (DESIGN §6; the shard samples' "source")
             "lineage": {"engine": meta.get("engine"), "engine_version": meta.get("engine_version"),
                         "code_version": self.lineage.get("code_version"),
