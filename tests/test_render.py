@@ -19,7 +19,7 @@ from stages.cluster.keys import render_settings
 from stages.cluster.recovery import recover_instance
 from stages.core.progress import COMPLETE, PROGRESS, read_progress
 from stages.core.trajectory import VIEWS
-from stages.engine.render_worker import InstanceRenderer
+from stages.engine.instance_render import InstanceRenderer
 from stages.media.video import read_frames
 from stages.render import run_render
 
@@ -218,7 +218,7 @@ def test_alignment_gate_fails_a_misplaced_camera_injected_fault(trajs, tmp_path,
     inst = tmp_path / "inst"
     inst.mkdir()
     ir = InstanceRenderer(inst, render_settings(_rcfg(), 30), "p3headlessgl", Path.cwd())
-    from stages.engine.render_worker import _Fail
+    from stages.engine.instance_render import _Fail
 
     with pytest.raises(_Fail) as err:
         ir.render(trajs / "NatureValley__AlpineMeadow" / "traj_0000", "traj_0000", "k" * 16)
@@ -230,7 +230,7 @@ def test_colour_pass_draws_the_character_exactly_where_the_mask_is(trajs, tmp_pa
     """Render a recorded frame with and without the character: the pixels that change are the
     mask's pixels, and the projected recorded position falls inside them."""
     from stages.core import replay
-    from stages.engine.render_worker import _load_traj
+    from stages.engine.instance_render import _load_traj
     from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
 
     settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..config import RenderConfig
-from ..engine.render_worker import sha256_file, traj_files
+from ..engine.instance_render import sha256_file, traj_files
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)

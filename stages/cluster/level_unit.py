@@ -30,8 +30,9 @@ from .keys import (
     render_settings,
 )
 from .lifetimes import try_lock
-from .node_runner import Step, StepResult, python_argv, stale_tmp_dirs
+from .node_runner import python_argv, stale_tmp_dirs
 from .recovery import finished, level_parts, recover_instance
+from .steps import Step, StepResult
 
 
 def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],

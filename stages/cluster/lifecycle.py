@@ -27,8 +27,9 @@ import pandas as pd
 from ..config import RenderConfig, WmforgeConfig
 from .keys import AssetDigests, pack_dir
 from .level_unit import LevelUnit, NodeContext, character_specs, level_dir_name, spread
-from .node_runner import NodeRunner, UnitFailure, stale_tmp_dirs
+from .node_runner import NodeRunner, stale_tmp_dirs
 from .recovery import finished, recover_all
+from .steps import UnitFailure
 
 __all__ = ["LevelUnit", "NodeContext", "character_specs", "level_dir_name", "make_trajectories",
            "render_trajectories", "run_levels"]

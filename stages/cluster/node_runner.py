@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from ..config import NodeConfig
 from ..core.progress import COMPLETE, parse_progress
@@ -33,61 +33,9 @@ from .board import SlotBoard, SlotView
 from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, pid_alive, spawn_group, try_lock
 from .snapshots import write_snapshot
+from .steps import Step, StepResult, Unit, UnitFailure
 
 POLL_S = 0.2
-
-
-@dataclass
-class Step:
-    """One engine process of a unit: what to run and what to watch."""
-
-    kind: str  # "stage1" | "render"
-    instance: str  # node id + UTC time + sequence: names the snapshot too
-    argv: list[str]
-    folder: Path  # the instance folder: progress log, COMPLETE marker
-    progress: Path
-    log: Path  # the engine log
-    watch: list[Path]  # outputs whose growth counts as progress (with the progress log)
-    timeout_s: float
-    total: int  # trajectories this process is to finish (for the display)
-    config_hash: str = ""
-    level_id: str = ""
-    env: dict[str, str] = field(default_factory=dict)
-    owner: IO[str] | None = None  # a lock the engine process inherits (its instance's owner)
-
-
-@dataclass
-class StepResult:
-    step: Step
-    ok: bool
-    reason: str  # "" when ok; stalled, timeout, engine_crashed, engine_error, no_completion
-    exit_code: int | None
-    signal_name: str
-    detail: str
-    attempt: int
-    done: int  # progress lines at the end
-    snapshot: str = ""
-    slot: str = ""
-    started: float = 0.0  # wall-clock time (time.time) the engine process started and ended
-    ended: float = 0.0
-    final: bool = False  # a failure after the last retry: the unit moves on without this step
-
-
-class Unit(Protocol):
-    """A unit of work for one slot (a level's lifecycle)."""
-
-    unit_id: str
-    level_id: str
-
-    def stage(self, slot_dir: Path) -> None: ...
-
-    def next_step(self, slot: SlotPlan, slot_dir: Path, instance: str) -> Step | None: ...
-
-    def step_ended(self, result: StepResult) -> None: ...
-
-    def recover(self, step: Step) -> None: ...
-
-    def cleanup(self, slot_dir: Path) -> None: ...
 
 
 @dataclass
@@ -111,17 +59,6 @@ class _Slot:
     unit: Unit | None = None
     run: _Running | None = None
     attempts: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class UnitFailure:
-    unit_id: str
-    level_id: str
-    stage: str
-    reason: str
-    detail: str
-    attempts: int
-    snapshot: str
 
 
 class NodeRunner:

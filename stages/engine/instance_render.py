@@ -1,0 +1,356 @@
+"""The Stage II renderer of one instance (paper §7): one level loaded once, its trajectories
+replayed and rendered into ``<instance>/<traj>/`` — five views and a tiled preview, encoded, with
+meta.json (encode settings, checksums, level report, alignment gate, lineage). The engine process
+that runs it is :mod:`stages.engine.render_worker`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..core import replay
+from ..core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
+
+EXTERNAL = ("back", "left", "right", "top")
+TRAJ_FILES = ("frames.parquet", "cameras.parquet")
+OPTIONAL_TRAJ_FILES = ("props.parquet",)  # contract v2; absent in v1 trajectories
+
+
+def traj_files(traj_dir: Path) -> tuple[str, ...]:
+    return TRAJ_FILES + tuple(f for f in OPTIONAL_TRAJ_FILES if (traj_dir / f).is_file())
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+
+class _Fail(Exception):
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason, self.detail = reason, detail
+
+
+def _resolve(p: str, base: Path, path_map: dict[str, str] | None = None) -> Path:
+    """The file to read for a path recorded in a trajectory: relative to ``base``, then moved
+    to the slot's staged copy when one of ``path_map``'s prefixes matches (§5.3)."""
+    q = Path(p)
+    q = q if q.is_absolute() else base / q
+    for src, dst in (path_map or {}).items():
+        try:
+            return Path(dst) / q.relative_to(src)
+        except ValueError:
+            continue
+    return q
+
+
+def _load_traj(traj_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict, pd.DataFrame]:
+    try:
+        frames = pd.read_parquet(traj_dir / "frames.parquet")
+        cams = pd.read_parquet(traj_dir / "cameras.parquet")
+        meta = json.loads((traj_dir / "meta.json").read_text())
+        pp = traj_dir / "props.parquet"
+        props = (pd.read_parquet(pp) if pp.is_file() else
+                 pd.DataFrame({c: [] for c in PROP_COLUMNS}))
+    except (OSError, ValueError) as exc:
+        raise _Fail("invalid_trajectory", f"{traj_dir}: {exc}") from None
+    try:
+        validate({str(c): frames[c].tolist() for c in frames},
+                 {str(c): cams[c].tolist() for c in cams}, meta)
+        validate_props({str(c): props[c].tolist() for c in props}, len(frames))
+    except TrajectoryError as exc:
+        raise _Fail("invalid_trajectory", f"{traj_dir}/{exc}") from None
+    return frames, cams, meta, props
+
+
+def prop_table(props: pd.DataFrame, names: list[str], n: int
+               ) -> list[list[tuple[tuple[float, float, float], tuple[float, ...]]]] | None:
+    """Per frame, per prop of the loaded level: (pos, quat). None when nothing was recorded
+    (a v1 trajectory). The recorded props must be the level's dynamic props, in order."""
+    if props.empty:
+        return None
+    rec = props.drop_duplicates("prop_index").sort_values("prop_index")
+    got = [str(x) for x in rec["prop"]]
+    if got != names:
+        raise _Fail("invalid_trajectory", f"props.parquet: props {got} do not match the "
+                    f"level's dynamic props {names}")
+    props = props.sort_values(["frame", "prop_index"])
+    pos = props[["pos_x", "pos_y", "pos_z"]].to_numpy().reshape(n, len(names), 3)
+    rot = props[["rot_w", "rot_x", "rot_y", "rot_z"]].to_numpy().reshape(n, len(names), 4)
+    return [[(tuple(pos[f, k]), tuple(rot[f, k])) for k in range(len(names))]
+            for f in range(n)]
+
+
+class InstanceRenderer:
+    """Renders the trajectories of one level into one instance directory (one process)."""
+
+    def __init__(self, inst: Path, settings: dict, display: str, base: Path, log=print,
+                 path_map: dict[str, str] | None = None, lineage: dict | None = None):
+        self.inst, self.s, self.base, self.log = inst, settings, base, log
+        self.display = display
+        self.path_map = dict(path_map or {})
+        self.lineage = dict(lineage or {})
+        self.r: Any = None
+        self.level_key: str | None = None
+        self.level_report: dict = {}
+        self.char_key: str | None = None
+        self.encoder: Any = None
+
+    def _renderer(self) -> Any:
+        if self.r is None:
+            from .replay_render import ReplayRenderer
+
+            self.r = ReplayRenderer(self.s["width"], self.s["height"], self.s["spatial_samples"],
+                                    self.s["temporal_samples"], self.display,
+                                    self.s["mask_scale"])
+        return self.r
+
+    def _ensure_level(self, meta: dict) -> None:
+        from .replay_render import load_level_lighting
+
+        lv = meta.get("level") or {}
+        path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
+        key = f"{path}|{lv.get('scale', 1.0)}|{lv.get('up_axis', 'Z')}"
+        if key == self.level_key:
+            return
+        if not path.is_file():
+            raise _Fail("missing_asset", f"level file {path} (meta.json level.path) not found")
+        r = self._renderer()
+        try:
+            from .embedded import load_model
+
+            model = load_model(str(path), float(lv.get("scale", 1.0)),
+                               str(lv.get("up_axis", "Z")))
+        except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
+            raise _Fail("missing_asset", f"{path}: {exc}") from None
+        model.flattenLight()
+        lighting = load_level_lighting(str(path))
+        rep = r.load_level(model, lighting)
+        r.warmup(self.s["warmup_frames"])
+        self.level_report = {"removed": rep.removed, "textures": rep.textures,
+                             "textures_full_res": rep.textures_full_res, "lights": rep.lights,
+                             "dynamic_props": rep.props,
+                             "warmup_frames": self.s["warmup_frames"],
+                             "lighting": lighting.get("preset") or lighting.get("lighting")}
+        self.level_key = key
+
+    def _ensure_character(self, meta: dict) -> None:
+        ch = meta.get("character") or {}
+        path = _resolve(str(ch.get("model", "")), self.base, self.path_map)
+        key = f"{path}|{ch.get('yaw_correction_deg') or 0.0}"
+        if key == self.char_key:
+            return
+        if not path.is_file():
+            raise _Fail("missing_asset", f"character model {path} (meta.json character.model) "
+                        "not found")
+        from .embedded import load_model
+
+        model = load_model(str(path))
+        clip_files = {}
+        for clip in set(v for v in (ch.get("animations") or {}).values() if v):
+            f = path.parent / clip
+            if f.is_file():
+                clip_files[clip] = str(f)
+        self.r.load_character(model, str(path), clip_files,
+                              float(ch.get("yaw_correction_deg") or 0.0))
+        self.char_key = key
+
+    def render(self, traj_dir: Path, name: str, key: str) -> dict:
+        from ..media.video import AsyncEncoder, EncodeSettings, VideoWriter, tile_preview
+
+        frames, cams, meta, props = _load_traj(traj_dir)
+        self._renderer()
+        self._ensure_level(meta)
+        self._ensure_character(meta)
+        r = self.r
+        ptab = prop_table(props, r.prop_names, len(frames))
+        fps = int(meta["fps"])
+        n = len(frames)
+        fcols = {str(c): frames[c].tolist() for c in frames}
+        ccols = {str(c): cams[c].tolist() for c in cams}
+        rows, views = replay.frame_tables(fcols, ccols)
+        segs = [int(x) for x in fcols["segment"]]
+        ch = meta["character"]
+        sched = replay.clip_schedule([str(a) for a in fcols["action"]],
+                                     [float(v) for v in fcols["speed"]], segs,
+                                     ch.get("animations") or {}, fps, r.available_clips())
+        W, H = self.s["width"], self.s["height"]
+        out = self.inst / name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        enc = EncodeSettings(preset=self.s["x264_preset"], crf=self.s["crf"],
+                             gop=self.s["gop"], threads=self.s["encoder_threads"],
+                             mbtree=bool(self.s.get("x264_mbtree", False)))
+        names = list(VIEWS) + (["preview"] if self.s["preview"] else [])
+        writers = {}
+        try:
+            for v in VIEWS:
+                writers[v] = VideoWriter(out / f"{v}.mp4", W, H, fps, enc)
+            if self.s["preview"]:
+                pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
+                penc = EncodeSettings(preset=self.s.get("preview_x264_preset", enc.preset),
+                                      crf=enc.crf, gop=enc.gop, mbtree=enc.mbtree,
+                                      threads=self.s.get("preview_encoder_threads", enc.threads))
+                writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, penc)
+            gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,
+                                AsyncEncoder, ptab)
+            for w in writers.values():
+                w.close(n)
+        except _Fail:
+            for w in writers.values():
+                w.abort()
+            raise
+        except Exception as exc:
+            for w in writers.values():
+                w.abort()
+            reason = "disk_full" if isinstance(exc, OSError) and getattr(
+                exc, "errno", None) in (28, 27) else "encode_failed"
+            raise _Fail(reason, f"{type(exc).__name__}: {exc}") from None
+        if gate["aligned_fraction"] < self.s["align_min"] or gate["transform_max_err"] > 1e-4:
+            raise _Fail("misaligned", f"aligned {gate['aligned_fraction']:.3f} < "
+                        f"{self.s['align_min']} or transform error "
+                        f"{gate['transform_max_err']:.2e} m")
+        try:
+            return self._publish(traj_dir, out, name, key, n, fps, enc, names, views, gate,
+                                 meta)
+        except OSError as exc:
+            shutil.rmtree(out, ignore_errors=True)
+            raise _Fail("disk_full" if exc.errno in (28, 27) else "write_failed",
+                        f"{type(exc).__name__}: {exc}") from None
+
+    def _publish(self, traj_dir: Path, out: Path, name: str, key: str, n: int, fps: int,
+                 enc: Any, names: list[str], views: dict, gate: dict, meta: dict) -> dict:
+        W, H = self.s["width"], self.s["height"]
+        for f in traj_files(traj_dir):
+            shutil.copyfile(traj_dir / f, out / f)
+        shutil.copyfile(traj_dir / "meta.json", out / "trajectory.json")
+        files = sorted(p.name for p in out.iterdir() if p.is_file())
+        rmeta = {
+            "schema_version": 1, "trajectory": name, "level_id": meta["level_id"],
+            "character_id": meta["character_id"], "frame_count": n, "fps": fps,
+            "duration_s": n / fps, "render_key": key, "settings": self.s,
+            "encode": enc.as_dict(), "videos": [f"{v}.mp4" for v in names],
+            "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
+            "level": self.level_report, "alignment": gate,
+            "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
+            # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
+            "idle_pose": replay.idle_pose_source(meta["character"].get("animations") or {},
+                                                 self.r.available_clips()),
+            # lineage: what made these bytes (DESIGN §6; the shard samples' "source")
+            "lineage": {"engine": meta.get("engine"), "engine_version": meta.get("engine_version"),
+                        "code_version": self.lineage.get("code_version"),
+                        "stage1_code_version": (meta.get("config") or {}).get("code_version"),
+                        "trajectory_seed": meta.get("seed"),
+                        # the trajectory's own random stream (core.stage1): seed:level:index
+                        "trajectory_rng": f"{meta.get('seed')}:{meta.get('level_id')}:"
+                                          f"{meta.get('trajectory_index')}",
+                        "trajectory_index": meta.get("trajectory_index"),
+                        "lighting": self.level_report.get("lighting")},
+            "sha256": {f: sha256_file(out / f) for f in files},
+        }
+        tmp = out / "meta.json.tmp"
+        tmp.write_text(json.dumps(rmeta, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, out / "meta.json")
+        return rmeta
+
+    def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
+                ptab=None) -> dict:
+        from .replay_render import CharacterPose, SamplePose, ViewPose, temporal_offsets
+
+        r = self.r
+        W, H = self.s["width"], self.s["height"]
+        offs = temporal_offsets(self.s["temporal_samples"], self.s["shutter"])
+        ch = meta["character"]
+        vh = float(ch.get("visual_height_m", 1.0))
+        ms, rad = self.s["mask_scale"], self.s["align_radius_px"]
+        in_view = {v: 0 for v in EXTERNAL}
+        aligned = {v: 0 for v in EXTERNAL}
+        max_err = 0.0
+        dz = -r.model_min_z * float(rows[0]["scale_z"])
+        fps = int(meta["fps"])
+        derived = ({"preview": lambda imgs: tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
+                   if "preview" in writers else {})
+        encoder = AsyncEncoder(writers, depth=self.s.get("queue_depth", 4), derived=derived)
+        self.encoder = encoder
+        try:
+            for f in range(len(rows)):
+                samples = []
+                for off in offs:
+                    c = replay.character_pose(rows, f, off, segs)
+                    clip, ct = sched[f]
+                    cp = CharacterPose(c["pos"], c["quat"], c["scale"], clip, ct + off / fps)
+                    vp = {}
+                    for v in VIEWS:
+                        p = replay.camera_pose(views[v], f, off, segs)
+                        vp[v] = ViewPose(p["pos"], p["quat"], p["fov_deg"])
+                    samples.append(SamplePose(cp, vp))
+                c0 = replay.character_pose(rows, f, 0.0, segs)
+                exact = SamplePose(CharacterPose(c0["pos"], c0["quat"], c0["scale"], *sched[f]),
+                                   {v: ViewPose(*(lambda p: (p["pos"], p["quat"], p["fov_deg"]))(
+                                       replay.camera_pose(views[v], f, 0.0, segs)))
+                                    for v in VIEWS})
+                if ptab is not None:
+                    r.place_props(ptab[f])
+                colors, masks, placed = r.render(samples, exact, dz)
+                # gate 1: the transforms in the scene graph are the recorded ones
+                rec = rows[f]
+                pz = placed["character"]["pos"]
+                err = max(abs(pz[0] - rec["pos_x"]), abs(pz[1] - rec["pos_y"]),
+                          abs(pz[2] - dz - rec["pos_z"]))
+                for v in VIEWS:
+                    cr = views[v][f]
+                    pc = placed[v]
+                    err = max(err, abs(pc[0] - cr["pos_x"]), abs(pc[1] - cr["pos_y"]),
+                              abs(pc[2] - cr["pos_z"]))
+                if ptab is not None:
+                    for (pp, pq), (gp, gq) in zip(ptab[f], placed["props"], strict=True):
+                        err = max(err, *(abs(a - b) for a, b in zip(pp, gp, strict=True)),
+                                  min(max(abs(a - b) for a, b in zip(pq, gq, strict=True)),
+                                      max(abs(a + b) for a, b in zip(pq, gq, strict=True))))
+                max_err = max(max_err, err)
+                # gate 2: the recorded position projects onto the rendered character
+                target = (rec["pos_x"], rec["pos_y"], rec["pos_z"] + 0.5 * vh)
+                for v in EXTERNAL:
+                    cr = views[v][f]
+                    fx = (W / 2) / math.tan(math.radians(cr["fov_deg"]) / 2)
+                    u, w_, d = replay.project(target, (cr["pos_x"], cr["pos_y"], cr["pos_z"]),
+                                              (cr["rot_w"], cr["rot_x"], cr["rot_y"],
+                                               cr["rot_z"]), fx, fx, W / 2, H / 2)
+                    if not (d > 0.05 and 0 <= u < W and 0 <= w_ < H):
+                        continue
+                    in_view[v] += 1
+                    m = masks[v]
+                    mu, mv = int(u / ms), int(w_ / ms)
+                    win = m[max(0, mv - rad): mv + rad + 1, max(0, mu - rad): mu + rad + 1]
+                    if win.any():
+                        aligned[v] += 1
+                encoder.put(colors)
+        finally:
+            encoder.finish()
+        tot_in, tot_ok = sum(in_view.values()), sum(aligned.values())
+        return {"in_view_frames": in_view, "aligned_frames": aligned,
+                "props_replayed": len(r.prop_names) if ptab is not None else 0,
+                "aligned_fraction": (tot_ok / tot_in) if tot_in else 1.0,
+                "transform_max_err": max_err}
+
+    def close(self) -> None:
+        if self.r is not None:
+            self.r.close()
+
+
+def _intrinsics(cam_row: dict, W: int, H: int) -> dict:
+    fx = (W / 2) / math.tan(math.radians(cam_row["fov_deg"]) / 2)
+    return {"width": W, "height": H, "fov_deg": cam_row["fov_deg"], "fx": fx, "fy": fx,
+            "cx": W / 2, "cy": H / 2}
