@@ -23,16 +23,15 @@ def clip_render_config(cfg: WmforgeConfig, preset: str, width: int, height: int,
                                warmup_frames=2, instance_timeout_s=timeout_s)
 
 
-def run_clips(cfg: WmforgeConfig, params: Path, inventory: Path, level_ids: list[str],
-              clips: int, clip_s: float, seed_offset: int, characters: list[str],
-              rcfg: RenderConfig, out: Path, timeout_s: float, overrides: list[str],
-              log=print) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def run_clips(cfg: WmforgeConfig, inventory: Path, level_ids: list[str], clips: int,
+              clip_s: float, seed_offset: int, characters: list[str], rcfg: RenderConfig,
+              out: Path, timeout_s: float, log=print
+              ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(Stage I failures, rendered index, Stage II failures) for ``clips`` clips per level,
     written under ``out/trajectories`` and ``out/renders``, on every slot of this machine.
     Finished clips are kept across runs (same key: same files), so a re-run only makes what is
-    missing. ``cfg`` already holds the caller's overrides (``params``, ``overrides``: kept for
-    the record)."""
-    del params, overrides
+    missing. Levels and characters travel as data (the engine processes' spec files), never as
+    override strings."""
     traj = out / "trajectories"
     traj.mkdir(parents=True, exist_ok=True)
     frames = max(1, round(clip_s * cfg.engine.fps))

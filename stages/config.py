@@ -18,6 +18,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from .core.cameras import CameraRigConfig
 from .core.stage1 import ActionConfig, SpawnConfig, validate_action_config
+from .node_config import NodeConfig, validate_node
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "conf"
@@ -239,35 +240,6 @@ class ClusterConfig:
 
 
 @dataclass
-class NodeConfig:
-    """The node runner (DESIGN §6, paper §5.3): slots of this machine and their lifecycle.
-    Execution settings only: they never change output bytes, so DVC does not track them."""
-
-    # GPU ids (NVML / CUDA PCI order) to run slots on; empty = every GPU NVML finds (none on a
-    # machine without an NVIDIA driver, which then runs cpu_slots)
-    gpus: list[int] = field(default_factory=list)
-    # engine processes per GPU (§5.3: one process does not saturate a GPU)
-    slots_per_gpu: int = 4
-    # slots on a machine without a GPU (2 measured fastest on the 2-core development machine)
-    cpu_slots: int = 2
-    # a slot whose progress log and outputs have not advanced for this long is killed, s
-    stall_timeout_s: float = 300.0
-    # Stage I of one level in one process: killed past this, s (0 = no limit)
-    stage1_timeout_s: float = 3600.0
-    # a failed unit (a level's Stage I or Stage II) is retried in a fresh process this often
-    retries: int = 2
-    # slot working folders (work/slots/<slot>/), locks and the node's character cache
-    work_dir: str = "work"
-    # failure snapshots: <snapshot_dir>/<node>/<instance>/ (engine log, exit, reason, ...)
-    snapshot_dir: str = "work/snapshots"
-    # copy each level's pack into the slot before running it (§5.3); characters are copied
-    # once into a node cache and symlinked into slots (§12)
-    stage_assets: bool = True
-    # live slot view: "auto" (a table on a terminal, plain lines otherwise), "plain", "off"
-    display: str = "auto"
-
-
-@dataclass
 class ClipsConfig:
     # clip length, s: every rendered trajectory is cut into clips this long at GOP boundaries
     # (a multiple of render.gop_s); 0 = one clip per whole trajectory
@@ -387,16 +359,10 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
         raise ConfigError(f"{source}: cluster.nodes {obj.cluster.nodes}: expected distinct ids")
     if obj.cluster.node and obj.cluster.node not in obj.cluster.nodes:
         raise ConfigError(f"{source}: cluster.node {obj.cluster.node!r} is not in cluster.nodes")
-    nd = obj.node
-    if nd.slots_per_gpu < 1 or nd.cpu_slots < 1:
-        raise ConfigError(f"{source}: node.slots_per_gpu and node.cpu_slots must be >= 1")
-    if nd.retries < 0 or nd.stall_timeout_s <= 0 or nd.stage1_timeout_s < 0:
-        raise ConfigError(f"{source}: node.retries >= 0, node.stall_timeout_s > 0 and "
-                          "node.stage1_timeout_s >= 0 expected")
-    if any(g < 0 for g in nd.gpus):
-        raise ConfigError(f"{source}: node.gpus {nd.gpus}: expected GPU ids >= 0")
-    if nd.display not in ("auto", "plain", "off"):
-        raise ConfigError(f"{source}: node.display {nd.display!r}: expected auto, plain or off")
+    try:
+        validate_node(obj.node)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if obj.caption.backend not in ("grounded", "vlm"):
         raise ConfigError(f"{source}: caption.backend {obj.caption.backend!r}: expected "
                           "'grounded' or 'vlm'")

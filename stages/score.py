@@ -129,15 +129,15 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print,
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def score_levels(cfg: WmforgeConfig, params: Path, inventory: Path, screen_levels: pd.DataFrame,
-                 out: Path, overrides: list[str] | None = None, log=print) -> pd.DataFrame:
+def score_levels(cfg: WmforgeConfig, inventory: Path, screen_levels: pd.DataFrame, out: Path,
+                 log=print) -> pd.DataFrame:
     s = cfg.score
     scorer = make_scorer(s)  # fails before any rendering when weights or packages are missing
     ids = sorted(screen_levels[screen_levels["verdict"] == "pass"]["level_id"].astype(str))
     rcfg = clip_render_config(cfg, s.preset, s.width, s.height, s.spatial_samples, s.timeout_s)
-    s1, index, s2 = run_clips(cfg, params, inventory, ids, s.clips, s.clip_s, s.seed_offset,
+    s1, index, s2 = run_clips(cfg, inventory, ids, s.clips, s.clip_s, s.seed_offset,
                               list(cfg.trajectories.characters), rcfg, out / "work",
-                              s.timeout_s, list(overrides or []), log)
+                              s.timeout_s, log)
     root = out / "work" / "renders"
     videos = []
     for r in index.sort_values(["level_id", "trajectory"]).to_dict("records"):
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args, cfg = parsed
     try:
-        table = score_levels(cfg, Path(args.params), Path(args.inventory),
-                             pd.read_parquet(args.screen), Path(args.out), args.set)
+        table = score_levels(cfg, Path(args.inventory), pd.read_parquet(args.screen),
+                             Path(args.out))
     except (ConfigError, ScorerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -125,9 +125,8 @@ def contact_sheet(level_id: str, clips: list[tuple[str, Path | None]], verdict: 
     sheet.save(out, optimize=False)
 
 
-def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
-                  review: dict[str, dict], library: Path, overrides: list[str] | None = None,
-                  log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
+def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[str, dict],
+                  library: Path, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
     from .engine.embedded import VisibleGeometryProbe
 
     s = cfg.screen
@@ -137,9 +136,8 @@ def screen_levels(cfg: WmforgeConfig, params: Path, inventory: Path, out: Path,
     ids = cand["level_id"].astype(str).tolist()
     who = list(s.characters) or walking_characters(chars)
     rcfg = clip_render_config(cfg, s.preset, s.width, s.height, s.spatial_samples, s.timeout_s)
-    s1, index, s2 = run_clips(cfg, params, inventory, ids, s.clips, s.clip_s, s.seed_offset,
-                              who, rcfg, out / "work", s.timeout_s, list(overrides or []),
-                              log)
+    s1, index, s2 = run_clips(cfg, inventory, ids, s.clips, s.clip_s, s.seed_offset, who, rcfg,
+                              out / "work", s.timeout_s, log)
     th = DetectorThresholds(s.hover_airborne_share, s.hover_gap_m, s.hover_gap_share,
                             s.penetration_tol_m, s.penetration_share)
     root = out / "work" / "renders"
@@ -221,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    clips, levels = screen_levels(cfg, Path(args.params), Path(args.inventory), out, review,
-                                  Path(cfg.library.root), args.set)
+    clips, levels = screen_levels(cfg, Path(args.inventory), out, review,
+                                  Path(cfg.library.root))
     write_parquet(clips, out / "clips.parquet")
     write_parquet(levels, out / "levels.parquet")
     n = int((levels["verdict"] == "pass").sum())

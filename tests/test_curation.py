@@ -40,10 +40,8 @@ def screened(sample_library, tmp_path_factory):
     assert len(lv) == 5 and lv["enabled"].all()  # the inventory cannot tell: only the engine can
     write_parquet(lv, base / "inv" / "levels.parquet")
     write_parquet(inv.characters, base / "inv" / "characters.parquet")
-    from stages.config import PARAMS_PATH
 
-    clips, levels = screen_levels(cfg, PARAMS_PATH, base / "inv", base / "out", {},
-                                  sample_library, overrides)
+    clips, levels = screen_levels(cfg, base / "inv", base / "out", {}, sample_library)
     return cfg, base, clips, levels, overrides
 
 
@@ -76,10 +74,9 @@ def test_review_file_overrides_the_automatic_verdict(screened, sample_library, t
     review.write_text("overrides:\n  QATraps/InvisibleFloor: {verdict: pass, note: 'glass "
                       "bridge, intended'}\n  NatureValley/AlpineMeadow: {verdict: fail, note: "
                       "texture flicker}\n")
-    from stages.config import PARAMS_PATH
 
-    _, levels = screen_levels(cfg, PARAMS_PATH, base / "inv", base / "out", read_review(review),
-                              sample_library, overrides)
+    _, levels = screen_levels(cfg, base / "inv", base / "out", read_review(review),
+                              sample_library)
     by = levels.set_index("level_id")
     assert by.loc["QATraps/InvisibleFloor", "auto_verdict"] == "fail"
     assert by.loc["QATraps/InvisibleFloor", "verdict"] == "pass"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ConfigError, NodeConfig
+from ..config import ConfigError
+from ..node_config import NodeConfig
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
+from ..config import ConfigError, RenderConfig, WmforgeConfig
 from ..core.engine_types import CharacterSpec
 from ..core.progress import PROGRESS
 from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
+from ..node_config import NodeConfig
 from .gpus import SlotPlan
 from .keys import (
     STAGE1_SOURCES,
