@@ -214,6 +214,7 @@ class Stage1Controller:
             lift = self.scfg.drop_height_m + (self.char.height_offset
                                               if self.char.locomotion != "walk" else 0.0)
             self.engine.spawn_character(self.char, (x, y, hit.position[2] + lift), yaw)
+            self._capsule = self._observed_capsule()
             self.yaw = yaw
             self._settle_t = 0
             self._stable = 0
@@ -354,7 +355,7 @@ class Stage1Controller:
             "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3],
             "yaw_deg": self.yaw, "ref_yaw_deg": ref,
             "scale_x": ch.scale, "scale_y": ch.scale, "scale_z": ch.scale,
-            "capsule_radius_m": ch.capsule_radius, "capsule_half_height_m": ch.capsule_half_height,
+            "capsule_radius_m": self._capsule[0], "capsule_half_height_m": self._capsule[1],
             "grounded": bool(st.grounded or ch.locomotion != "walk"),
             "vel_x": st.velocity[0], "vel_y": st.velocity[1], "vel_z": st.velocity[2],
             "speed": math.hypot(st.velocity[0], st.velocity[1]),
@@ -366,6 +367,17 @@ class Stage1Controller:
             self.props.append({"frame": f, "prop_index": k, "prop": name,
                                "pos_x": pos[0], "pos_y": pos[1], "pos_z": pos[2],
                                "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3]})
+
+    def _observed_capsule(self) -> tuple[float, float]:
+        """The capsule the engine really built (§7.2), read back after the spawn; an engine
+        adapter without a read-back reports the requested one (meta says which)."""
+        read = getattr(self.engine, "observed_capsule", None)
+        if read is None:
+            self._capsule_source = "requested"
+            return (self.char.capsule_radius, self.char.capsule_half_height)
+        self._capsule_source = "engine"
+        r, hh = read()
+        return (float(r), float(hh))
 
     def _on_exit_runtime(self) -> None:
         self.state = "cameras"
@@ -387,6 +399,12 @@ class Stage1Controller:
                           "animations": self.char.animations,
                           "yaw_correction_deg": self.char.yaw_correction_deg},
         }
+        if self.frames:
+            meta["capsule"] = {
+                "requested": {"radius_m": self.char.capsule_radius,
+                              "half_height_m": self.char.capsule_half_height},
+                "observed": {"radius_m": self._capsule[0], "half_height_m": self._capsule[1]},
+                "source": self._capsule_source}
         if self.failure:
             self.results.append(TrajectoryResult(idx, [], [], meta, *self.failure))
         else:

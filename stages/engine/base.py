@@ -37,6 +37,12 @@ class Engine(Protocol):
     def character_state(self) -> CharacterState:
         ...
 
+    def observed_capsule(self) -> tuple[float, float]:
+        """(radius, half cylinder height), m, of the collision shape the engine really built
+        for the spawned character, read back from the physics shape (§7.2): it differs from the
+        request when the engine clamps it. Stage I records these values."""
+        ...
+
     def raycast(self, start: Vec3, end: Vec3) -> RayHit | None:
         """Closest static-geometry hit on the segment, or None."""
         ...

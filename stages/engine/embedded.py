@@ -29,6 +29,7 @@ from ..core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit
 
 GRAVITY = 9.81
 SKIN = 0.01  # m kept between the capsule and any surface
+MIN_CAPSULE_RADIUS = 0.04  # m: Bullet's default collision margin (see spawn_character)
 # Unreal's custom-collision mesh prefixes (FBX import): collide, never drawn
 COLLISION_ONLY_PREFIXES = ("UCX_", "UBX_", "UCP_", "USP_")
 
@@ -112,6 +113,7 @@ class EmbeddedEngine:
         self._props: list[Any] = []
         self.spec: CharacterSpec | None = None
         self._shape: Any = None
+        self._observed = (0.0, 0.0)
         self._pos = (0.0, 0.0, 0.0)  # capsule centre
         self._yaw = 0.0
         self._vz = 0.0
@@ -246,9 +248,13 @@ class EmbeddedEngine:
 
         if self.spec is None or self.spec != spec:
             self.spec = spec
-            # sweep with a slightly smaller shape so the skin gap keeps contacts clean
-            self._shape = BulletCapsuleShape(spec.capsule_radius, 2 * spec.capsule_half_height,
-                                             ZUp)
+            # Bullet's convex sweeps are unreliable for shapes thinner than its collision margin
+            # (0.04 m), so the engine builds at least that radius: the capsule it really uses can
+            # differ from the request, and that observed one is what Stage I records (§7.2)
+            self._shape = BulletCapsuleShape(max(spec.capsule_radius, MIN_CAPSULE_RADIUS),
+                                             2 * max(spec.capsule_half_height, 0.0), ZUp)
+            self._observed = (float(self._shape.getRadius()),
+                              float(self._shape.getHalfHeight()))
         self._pos = (position[0], position[1], position[2] + self._centre_offset())
         self._yaw = yaw_deg
         self._vz = 0.0
@@ -256,8 +262,14 @@ class EmbeddedEngine:
         self._grounded = False
 
     def _centre_offset(self) -> float:
-        assert self.spec is not None
-        return self.spec.capsule_radius + self.spec.capsule_half_height
+        r, hh = self.observed_capsule()
+        return r + hh
+
+    def observed_capsule(self) -> tuple[float, float]:
+        """(radius, half cylinder height), m, read back from the collision shape the engine
+        built for the spawned character — not the requested values."""
+        assert self.spec is not None and self._shape is not None, "no character spawned"
+        return self._observed
 
     def character_state(self) -> CharacterState:
         c = self._pos
