@@ -67,6 +67,9 @@ class InventoryConfig:
     enable_sublevels: bool = False
     # per-file read limit, bytes; larger files are inventoried by size only
     max_probe_bytes: int = 256_000_000
+    # find characters without a character.json: skinned models (egg joints, glTF skins) and
+    # their clip files; every inferred value is recorded in characters.parquet's `guesses`
+    discover_characters: bool = True
 
 
 @dataclass

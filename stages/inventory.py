@@ -7,8 +7,9 @@ levels' nearest common folder). Each candidate level gets a kind (see ``stages.c
 the heuristics; model files beside a ``character.json`` or under ``Characters/``, ``Animations/``
 or ``__ExternalActors__/`` folders are never level candidates), ``enabled``, a reason when
 disabled, sizes and counts, and the user's per-level overrides (``overrides.yaml`` at the
-library root). Characters are found by their ``character.json`` manifests and calibrated
-(``stages.core.characters``).
+library root). Characters — by their ``character.json`` sidecars or, without one, skinned models
+and their clips — are in ``stages.inventory_characters``; their files are never level candidates,
+and a pack holding only characters is a character pack (no level row).
 
 Bad input never crashes the stage and is never read past the library root: unreadable or corrupt
 files, symlink loops, links pointing outside the root, names with ``..`` or non-UTF-8 bytes, and
@@ -31,10 +32,9 @@ import pandas as pd
 import yaml
 
 from .config import ConfigError, InventoryConfig, load_params
-from .core.actions import ACTIONS, resolve_animation_map
-from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model
+from .inventory_characters import _Probes, discover, inventory_characters
 from .parquet_io import write_parquet
 
 LEVEL_COLUMNS = [
@@ -42,13 +42,8 @@ LEVEL_COLUMNS = [
     "category", "license", "size_bytes", "file_count", "triangles", "meshes", "nodes", "lights",
     "cameras", "animations", "dynamic_props", "player_starts", "pois", "extent_x_m",
     "extent_y_m", "extent_z_m", "bounds_json", "player_starts_json", "pois_json", "lighting",
-    "up_axis", "scale", "walk_speed", "exposure_compensation", "override_note",
-]
-CHARACTER_COLUMNS = [
-    "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
-    "scale", "yaw_correction_deg", "walk_speed", "height_offset_m", "visual_height_m",
-    "footprint_m", "capsule_radius_m", "capsule_half_height_m", "capsule_clamped",
-    "step_height_m", "animation_json", "animation_notes", "model_clips",
+    "up_axis", "coordinate_system", "coordinate_system_source", "scale", "walk_speed",
+    "exposure_compensation", "override_note",
 ]
 
 
@@ -206,11 +201,15 @@ def _empty_level_row(**kw: Any) -> dict:
 
 
 def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = None,
-                     entries: list[Entry] | None = None) -> pd.DataFrame:
-    """The pure core: rows for every candidate level (and every problem) under ``root``."""
+                     entries: list[Entry] | None = None,
+                     character_files: set[Path] | None = None) -> pd.DataFrame:
+    """The pure core: rows for every candidate level (and every problem) under ``root``.
+    ``character_files`` (absolute paths: discovered character models and clips) are never
+    level candidates."""
     root = root.resolve()
     overrides = overrides or {}
     entries = entries if entries is not None else list(walk_library(root))
+    character_files = character_files or set()
     by_pack: dict[str, list[Entry]] = {}
     loose_root: list[Entry] = []
     for e in entries:
@@ -232,7 +231,9 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
         level_meta = meta.get("levels", {}) if isinstance(meta.get("levels"), dict) else {}
         char_dirs = {Path(e.rel).parent for e in files if Path(e.rel).name == "character.json"}
         levels = [e for e in files if e.path is not None and model_format(e.path) is not None
-                  and not _is_character_asset(Path(e.rel), char_dirs)]
+                  and not _is_character_asset(Path(e.rel), char_dirs)
+                  and e.path not in character_files]
+        has_characters = bool(char_dirs) or any(e.path in character_files for e in files)
         problems = [e for e in files if e.problem]
         level_rels = [str(Path(*Path(e.rel).parts[1:])) for e in levels]
         content = _content_dir(pack, [e.rel for e in levels])
@@ -243,7 +244,7 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             rows.append(_empty_level_row(**common, level_id=f"{pack}/{Path(e.rel).name}",
                                          path=e.rel, kind="broken", enabled=False,
                                          reason=e.problem, detail=e.detail))
-        if not levels and char_dirs:
+        if not levels and has_characters:
             continue  # a character pack: its rows are in characters.parquet
         if not levels:
             rows.append(_empty_level_row(
@@ -259,10 +260,11 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             unique = stems.count(stem) == 1
             lid = f"{pack}/{stem}" if unique else f"{pack}/{_level_stem(rel_in_pack)}"
             lm = level_meta.get(rel_in_pack, {})
-            up_axis = str(lm.get("up_axis", "Z"))
+            up_axis = lm.get("up_axis")  # an override of the file's declaration (or None)
             scale = float(lm.get("scale", 1.0))
             row = _empty_level_row(**common, level_id=lid, path=e.rel, format=model_format(e.path),
-                                   up_axis=up_axis, scale=scale)
+                                   up_axis=None if up_axis is None else str(up_axis),
+                                   scale=scale)
             row["category"] = lm.get("category", meta.get("category", "uncategorized"))
             folder_files = [f for f in files if Path(f.rel).parent == Path(e.rel).parent]
             row["file_count"] = len(folder_files)
@@ -287,6 +289,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 player_starts_json=json.dumps([list(p) for p in probe.player_starts]),
                 pois_json=json.dumps([list(p) for p in probe.pois]),
                 lighting=(probe.extras.get("wmforge") or {}).get("lighting"),
+                coordinate_system=probe.coordinate_system,
+                coordinate_system_source=probe.coordinate_system_source,
             )
             kind = "persistent"
             name_lower = stem.lower()
@@ -325,76 +329,6 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
     return df.sort_values("level_id", kind="stable").reset_index(drop=True)
 
 
-def _as_float(manifest: dict, key: str, default: float, where: str) -> float:
-    v = manifest.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ValueError(f"{where}: '{key}' must be a number, got {v!r}")
-    return float(v)
-
-
-def inventory_characters(root: Path, cfg: InventoryConfig,
-                         entries: list[Entry] | None = None) -> pd.DataFrame:
-    root = root.resolve()
-    entries = entries if entries is not None else list(walk_library(root))
-    rows = []
-    for e in entries:
-        if e.path is None or e.path.name != "character.json":
-            continue
-        pack = Path(e.rel).parts[0]
-        row: dict[str, Any] = {c: None for c in CHARACTER_COLUMNS}
-        row.update(pack=pack, path=e.rel, ok=False)
-        try:
-            m = json.loads(e.path.read_text(encoding="utf-8"))
-            if not isinstance(m, dict):
-                raise ValueError("manifest must be a JSON object")
-            name = str(m.get("name") or e.path.parent.name)
-            row.update(name=name, character_id=f"{pack}/{name}", kind=m.get("kind", "humanoid"))
-            if "model" not in m:
-                raise ValueError("missing key 'model' (model file next to character.json)")
-            model = e.path.parent / str(m["model"])
-            real = model.resolve()
-            if root not in real.parents:
-                raise ValueError(f"model '{m['model']}' lies outside the library root")
-            row["model_path"] = _safe_rel(root, model)
-            loco = m.get("locomotion", "walk")
-            if loco not in LOCOMOTION_MODES:
-                raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
-            scale = _as_float(m, "scale", 1.0, e.rel)
-            probe = probe_model(model, cfg.max_probe_bytes, str(m.get("up_axis", "Z")), 1.0)
-            ext = probe.extent
-            cap = capsule_from_bounds(ext, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
-                                      cfg.min_capsule_height_m)
-            anims = m.get("animations", {}) or {}
-            if not isinstance(anims, dict):
-                raise ValueError("'animations' must map actions to clip names")
-            # a clip is a named animation inside the model, or a separate file beside it
-            available = set(probe.animations)
-            present = {a: c for a, c in anims.items()
-                       if c and (c in available or (e.path.parent / str(c)).is_file())}
-            missing = sorted(set(anims) - set(present))
-            mapping, notes = resolve_animation_map(present)
-            notes = [f"missing clip for {a}" for a in missing] + notes
-            row.update(
-                ok=True, reason=None, locomotion=loco, scale=scale,
-                yaw_correction_deg=_as_float(m, "yaw_correction_deg", 0.0, e.rel),
-                walk_speed=_as_float(m, "walk_speed", cfg.default_walk_speed, e.rel),
-                height_offset_m=_as_float(m, "height_offset_m", 0.0, e.rel),
-                visual_height_m=ext[2] * scale, footprint_m=max(ext[0], ext[1]) * scale,
-                capsule_radius_m=cap.radius, capsule_half_height_m=cap.half_height,
-                capsule_clamped=cap.clamped, step_height_m=step_height_for(cap),
-                animation_json=json.dumps({a: mapping[a] for a in ACTIONS}),
-                animation_notes="; ".join(notes), model_clips=json.dumps(sorted(available)),
-            )
-        except ProbeError as exc:
-            row.update(reason=f"model_{exc.reason}", kind=row.get("kind") or "unknown")
-            row["animation_notes"] = exc.detail
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
-            row.update(reason="bad_manifest", animation_notes=str(exc))
-        rows.append(row)
-    df = pd.DataFrame(rows, columns=CHARACTER_COLUMNS)
-    return df.sort_values("path", kind="stable").reset_index(drop=True)
-
-
 @dataclass
 class InventoryResult:
     levels: pd.DataFrame
@@ -407,10 +341,16 @@ def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> Inve
         raise ConfigError(f"library.root: '{root}' is not a folder")
     overrides = _load_yaml(root / overrides_file)
     entries = list(walk_library(root))
-    levels = inventory_levels(root, cfg, overrides, entries)
+    probe = _Probes(cfg)
+    owned: set[Path] = set()
+    if cfg.discover_characters:
+        files = [e.path for e in entries if e.path is not None]
+        sidecar_dirs = {f.parent for f in files if f.name == "character.json"}
+        _, _, owned = discover(root, files, sidecar_dirs, probe)
+    levels = inventory_levels(root, cfg, overrides, entries, owned)
     known = set(levels["level_id"])
     notes = [f"override for unknown level '{k}' ignored" for k in overrides if k not in known]
-    return InventoryResult(levels, inventory_characters(root, cfg, entries), notes)
+    return InventoryResult(levels, inventory_characters(root, cfg, entries, probe), notes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,12 +89,11 @@ def _wheel_assets(out: Path) -> list[str]:
             "name": "Panda", "model": "panda-model.egg.pz", "kind": "quadruped",
             "animations": {"W": "panda-walk4.egg.pz"}, "scale": 0.0025,
             "yaw_correction_deg": 90.0, "walk_speed": 1.2, "locomotion": "walk",
-            "height_offset_m": 0.0, "up_axis": "Z"}))
+            "height_offset_m": 0.0}))
         _write(pack / "pack.json", _json({
             "name": "Panda3DSamples", "source": "panda3d wheel, panda3d/models",
             "license": "BSD-3-Clause (Panda3D)", "levels": {
-                "Content/Environment/environment.egg.pz": {"category": "nature", "scale": 0.1,
-                                                           "up_axis": "Z"}}}))
+                "Content/Environment/environment.egg.pz": {"category": "nature", "scale": 0.1}}}))
         if lic:
             _write(pack / "LICENSE.txt", lic.read_bytes())
         notes.append("Panda3DSamples: environment level, panda character + walk clip")

@@ -27,6 +27,7 @@ import yaml
 
 from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
+from .core.model_probe import normalize_coordinate_system
 from .datasets.clip_spans import clip_index
 from .parquet_io import write_parquet
 from .quality.renderability import (
@@ -159,7 +160,7 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
         if len(rendered):
             try:
                 probe = VisibleGeometryProbe(str(library / row["path"]), float(row["scale"]),
-                                             str(row["up_axis"]))
+                                             normalize_coordinate_system(row["up_axis"]))
             except Exception as exc:  # noqa: BLE001 - a probe that cannot load is a failure
                 engine_fail.append(LOAD_FAILURE)
                 log(f"screen: {lid}: probe failed: {exc}")

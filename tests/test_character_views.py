@@ -81,3 +81,171 @@ def test_observed_capsule_is_recorded_and_feet_touch_the_ground(tmp_path):
                                          (c["rot_w"], c["rot_x"], c["rot_y"], c["rot_z"]),
                                          fx, fx, 320, 180)
         assert abs(rows.max() + 0.5 - v_contact) <= 2.0, (v, rows.max(), v_contact)
+
+
+# ------------------------------------------------------------ point 2: coordinate systems
+
+def _egg(path, cs, verts, joints=False):
+    """An egg with one polygon fan over ``verts`` (file coordinates), declaring ``cs``."""
+    vs = "\n".join(f"  <Vertex> {i} {{ {x} {y} {z} }}" for i, (x, y, z) in enumerate(verts))
+    refs = " ".join(str(i) for i in range(len(verts)))
+    body = f"<Group> body {{ <Polygon> {{ <VertexRef> {{ {refs} <Ref> {{ v }} }} }} }}"
+    if joints:
+        body = (f"<Group> rig {{ <Dart> {{ 1 }} {body}\n  <Joint> root {{ <Transform> "
+                f"{{ <Matrix4> {{ 1 0 0 0 0 1 0 0 0 0 1 0 0 0 0 1 }} }} "
+                f"<VertexRef> {{ {refs} <Ref> {{ v }} }} }} }}")
+    head = f"<CoordinateSystem> {{ {cs} }}\n" if cs else ""
+    path.write_text(f"{head}<VertexPool> v {{\n{vs}\n}}\n{body}\n")
+    return path
+
+
+def _box_verts(sx, sy, sz):
+    return [(x, y, z) for x in (-sx / 2, sx / 2) for y in (0.0, sy) for z in (-sz / 2, sz / 2)]
+
+
+def test_y_up_egg_character_measures_its_true_height(tmp_path):
+    from stages.config import load_params
+    from stages.inventory import run_inventory
+
+    # a 1.8 m tall, 0.5 m wide, 0.3 m deep body authored Y-up (height along +Y)
+    ch = tmp_path / "lib/Heroes/Hero"
+    ch.mkdir(parents=True)
+    _egg(ch / "hero.egg", "Y-Up", _box_verts(0.5, 1.8, 0.3), joints=True)
+    (ch / "character.json").write_text('{"model": "hero.egg", "scale": 1.0}')
+    res = run_inventory(tmp_path / "lib", load_params().inventory, "overrides.yaml")
+    row = res.characters.iloc[0]
+    assert row["ok"], row["reason"]
+    assert abs(row["visual_height_m"] - 1.8) < 1e-6
+    assert row["coordinate_system"] == "y-up" and row["coordinate_system_source"] == "declared"
+    assert row["capsule_radius_m"] < 0.3  # from the 0.3 m depth, not the 1.8 m height
+    # a sidecar's up_axis overrides the declaration: read as Z-up, the body lies on its back
+    (ch / "character.json").write_text('{"model": "hero.egg", "scale": 1.0, "up_axis": "Z"}')
+    row = run_inventory(tmp_path / "lib", load_params().inventory,
+                        "overrides.yaml").characters.iloc[0]
+    assert abs(row["visual_height_m"] - 0.3) < 1e-6 and row["coordinate_system_source"] == \
+        "override"
+    assert (res.levels["kind"] != "broken").all()  # a character-only pack is not a broken level
+    assert len(res.levels) == 0
+
+
+def test_y_up_egg_level_has_the_same_bounds_in_inventory_and_engine(tmp_path):
+    from stages.config import load_params
+    from stages.engine.base import make_engine
+    from stages.inventory import run_inventory
+
+    lv = tmp_path / "lib/Halls/Maps"
+    lv.mkdir(parents=True)
+    # a 20 m × 12 m floor slab 0.5 m thick with a 6 m pillar, authored Y-up
+    verts = [(x, y, z) for x in (-10, 10) for y in (-0.5, 0.0) for z in (-6, 6)]
+    verts += [(x, y, z) for x in (2, 3) for y in (0.0, 6.0) for z in (1, 2)]
+    _egg(lv / "hall.egg", "Y-Up", verts)
+    res = run_inventory(tmp_path / "lib", load_params().inventory, "overrides.yaml")
+    row = res.levels.set_index("level_id").loc["Halls/hall"]
+    assert row["enabled"] and row["coordinate_system"] == "y-up"
+    import json
+    b = json.loads(row["bounds_json"])
+    eng = make_engine("embedded")
+    info = eng.load_level(str(lv / "hall.egg"), "Halls/hall", 1.0, row["up_axis"])
+    for got, want in ((info.bounds_min, b["min"]), (info.bounds_max, b["max"])):
+        assert max(abs(g - w) for g, w in zip(got, want, strict=True)) < 1e-3, (got, want)
+    assert abs(b["max"][2] - 6.0) < 1e-6 and abs(b["min"][2] + 0.5) < 1e-6  # Z is up
+    # the same override in both: read as Z-up, the hall stands on its edge in both
+    info2 = eng.load_level(str(lv / "hall.egg"), "Halls/hall", 1.0, "Z")
+    assert abs(info2.bounds_max[2] - 6.0) < 1e-3 and abs(info2.bounds_min[2] + 6.0) < 1e-3
+    eng.close()
+
+
+# ------------------------------------------------------------ point 3: characters found
+
+def _skinned_glb(path):
+    """A glTF skinned character (two joints, JOINTS_0/WEIGHTS_0, inverse bind matrices) with
+    clips named as an exporter would name them; 1.7 m tall, arms wide along X, facing glTF +Z."""
+    import numpy as np
+
+    from stages.assetgen.gltf_writer import FLOAT, GlbBuilder
+    from stages.assetgen.primitives import box
+
+    g = GlbBuilder()
+    body = box(0.9, 0.3, 1.7)  # Z-up authoring: 0.9 wide (X), 0.3 deep (Y), 1.7 tall
+    mesh = g.mesh("body", body, g.material("skin", (0.8, 0.6, 0.5)))
+    prim = g.doc["meshes"][mesh]["primitives"][0]
+    n = len(body.positions)
+    joints = np.zeros((n, 4), np.uint16)
+    joints[:, 0] = (body.positions[:, 2] > 0.85).astype(np.uint16)  # upper half → joint 1
+    weights = np.zeros((n, 4), np.float32)
+    weights[:, 0] = 1.0
+    prim["attributes"]["JOINTS_0"] = g._accessor(joints, "VEC4", 5123, None)
+    prim["attributes"]["WEIGHTS_0"] = g._accessor(weights, "VEC4", FLOAT, None)
+    hips = g.node("hips")
+    chest = g.node("chest", translation=(0, 0, 0.85), parent=hips)
+    ibm = np.stack([np.eye(4, dtype=np.float32), np.eye(4, dtype=np.float32)])
+    ibm[1][3, 1] = -0.85  # column-major: translation (0, -0.85, 0) in glTF's Y-up
+    g.doc.setdefault("skins", []).append({
+        "joints": [hips, chest], "skeleton": hips,
+        "inverseBindMatrices": g._accessor(ibm.reshape(2, 16), "MAT4", FLOAT, None)})
+    g.node("Hero", mesh)
+    g.doc["nodes"][-1]["skin"] = 0
+    turn = [[0, 0, 0, 1], [0, 0.1305, 0, 0.9914], [0, 0, 0, 1]]
+    for clip in ("Walk_Forward", "Run", "Idle_Breathing", "Wave"):
+        g.animation(clip, [(chest, [0.0, 0.5, 1.0], turn)])
+    path.write_bytes(g.to_glb())
+    return path
+
+
+def _panda_models():
+    from pathlib import Path
+
+    import panda3d
+    return Path(panda3d.__file__).parent / "models"
+
+
+def test_characters_are_found_without_sidecars(tmp_path):
+    """Panda3D's own panda-model + panda-walk4 and a skinned glTF, in packs holding only
+    characters and no character.json: both are characters, clips mapped by name, every guess
+    recorded; neither pack is a broken level."""
+    import json
+    import shutil
+
+    from stages.config import load_params
+    from stages.inventory import run_inventory
+
+    lib = tmp_path / "lib"
+    zoo = lib / "Zoo/Content/Panda"
+    zoo.mkdir(parents=True)
+    for f in ("panda-model.egg.pz", "panda-walk4.egg.pz"):
+        shutil.copy(_panda_models() / f, zoo / f)
+    hero = lib / "Heroes/Content/Characters/Hero"
+    hero.mkdir(parents=True)
+    _skinned_glb(hero / "Hero.glb")
+    res = run_inventory(lib, load_params().inventory, "overrides.yaml")
+    assert len(res.levels) == 0, res.levels[["level_id", "reason"]]
+    ch = res.characters.set_index("character_id")
+    panda = ch.loc["Zoo/panda-model"]
+    assert panda["ok"] and panda["mapping_source"] == "inferred"
+    assert json.loads(panda["animation_json"])["W"] == "panda-walk4.egg.pz"
+    assert panda["kind"] == "quadruped" and panda["yaw_correction_deg"] == 90.0
+    assert panda["scale"] == 0.001  # 550 units tall: millimetres
+    guesses = json.loads(panda["guesses"])
+    assert any("millimetres" in g for g in guesses) and any("panda-walk4" in g for g in guesses)
+    h = ch.loc["Heroes/Hero"]
+    anims = json.loads(h["animation_json"])
+    assert anims["W"] == "Walk_Forward" and anims["IDLE"] == "Idle_Breathing"
+    assert h["kind"] == "humanoid" and h["scale"] == 1.0 and h["yaw_correction_deg"] == 90.0
+    assert abs(h["visual_height_m"] - 1.7) < 1e-3
+    assert h["capsule_radius_m"] < 0.25  # from the 0.3 m depth, not the 0.9 m arm span
+    hg = json.loads(h["guesses"])
+    assert any("'Wave' not mapped" in g for g in hg) and any("over Run" in g for g in hg)
+    # a sidecar key wins over the guess and the rest stays inferred
+    (hero / "character.json").write_text('{"model": "Hero.glb", "yaw_correction_deg": -90}')
+    h2 = run_inventory(lib, load_params().inventory, "overrides.yaml").characters.set_index(
+        "path").loc["Heroes/Content/Characters/Hero/character.json"]
+    assert h2["yaw_correction_deg"] == -90.0 and h2["mapping_source"] == "inferred"
+    assert json.loads(h2["animation_json"])["W"] == "Walk_Forward"
+    # the engine loads the discovered character with the clips the inventory mapped
+    from stages.engine.embedded import load_model
+    from stages.engine.replay_render import ReplayRenderer
+
+    r = ReplayRenderer(64, 64, 1, 1, "p3headlessgl", 1)
+    r.load_character(load_model(str(hero / "Hero.glb")), str(hero / "Hero.glb"), {}, 90.0)
+    assert set(anims.values()) - {None} <= r.available_clips()
+    r.close()

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ..config import ConfigError, RenderConfig, WmforgeConfig
 from ..core.engine_types import CharacterSpec
+from ..core.model_probe import normalize_coordinate_system
 from ..core.progress import PROGRESS
 from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
@@ -54,6 +55,7 @@ def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
             height_offset=float(r["height_offset_m"]), max_slope_deg=max_slope_deg,
             scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
             model_path=str(library / str(r["model_path"])),
+            up_axis=normalize_coordinate_system(r.get("up_axis")),
             animations=json.loads(str(r["animation_json"]))))
     if not specs:
         raise ConfigError("no usable character in characters.parquet")
@@ -205,7 +207,8 @@ class LevelUnit:
         spec = {
             "level_id": self.level_id, "level_path": str(self.level_file),
             "load_path": self.load_path, "path_map": self.path_map1,
-            "scale": float(self.row["scale"]), "up_axis": str(self.row["up_axis"]),
+            "scale": float(self.row["scale"]),
+            "up_axis": normalize_coordinate_system(self.row["up_axis"]),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
             "seed": cfg.seed, "engine": asdict(cfg.engine),
             "characters": [asdict(s) for s in ctx.specs],

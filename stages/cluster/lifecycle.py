@@ -163,7 +163,7 @@ def render_trajectories(cfg: WmforgeConfig, traj_root: Path, root: Path,
             continue
         by_level.setdefault(lid, {"level_id": lid, "path": str(lv.get("path", "")),
                                   "scale": lv.get("scale", 1.0),
-                                  "up_axis": lv.get("up_axis", "Z")})
+                                  "up_axis": lv.get("up_axis")})
         names_of.setdefault(lid, set()).add(meta_p.parent.name)
         model = str((meta.get("character") or {}).get("model") or "")
         if model:

@@ -24,6 +24,8 @@ class CharacterSpec:
     scale: float = 1.0
     yaw_correction_deg: float = 0.0
     model_path: str = ""
+    # the sidecar's override of the model file's declared coordinate system (None: as declared)
+    up_axis: str | None = None
     animations: dict[str, str | None] = field(default_factory=dict)
 
     @property

@@ -3,8 +3,12 @@
 Supported: glTF 2.0 (.glb, .gltf), Wavefront .obj, Panda3D .egg / .egg.pz, .bam (header only),
 Unreal .umap/.uasset (existence and package tag only). Standard library only.
 
-Bounds are returned in the contract's world frame (Z up, metres): glTF is Y-up by its spec and
-is converted here; other formats take an ``up_axis`` hint ("Y" or "Z") from the pack metadata.
+Bounds are returned in the contract's world frame (right-handed, Z up, metres). A file's
+coordinate system is read, not guessed, exactly as the engine's loader reads it: glTF is Y-up by
+its spec; an egg declares ``<CoordinateSystem> { Y-Up }`` (or Z-Up, Y-Up-Left, Z-Up-Left; Z-Up
+when absent); obj and bam carry no declaration (Z-up, as Panda3D loads them). An ``up_axis`` in
+a sidecar (pack.json level entry, character.json) overrides the declaration, in the inventory and
+in the engine alike (``effective_coordinate_system``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ class ModelProbe:
     animations: list[str] = field(default_factory=list)
     dynamic_props: int = 0
     extras: dict = field(default_factory=dict)
+    # the coordinate system the bounds were converted from, and where it came from
+    coordinate_system: str = "z-up"
+    coordinate_system_source: str = "default"
+    # skinned (egg joints / glTF skins): a character candidate; an egg holding only animation
+    # tables (<Bundle> without vertices) is an animation clip file
+    skinned: bool = False
+    animation_only: bool = False
 
     @property
     def extent(self) -> tuple[float, float, float]:
@@ -119,8 +130,90 @@ class _Affine:
         return tuple(m[i][0] * p[0] + m[i][1] * p[1] + m[i][2] * p[2] + m[i][3] for i in range(3))
 
 
-def _y_up_to_z_up(p) -> tuple[float, float, float]:
-    return (p[0], -p[2], p[1])
+# raw file coordinates → contract frame (right-handed, Z up), as Panda3D's loader converts them
+# (measured on panda3d 1.10.16 with one egg per declaration)
+_TO_Z_UP = {
+    "z-up": lambda p: (p[0], p[1], p[2]),
+    "y-up": lambda p: (p[0], -p[2], p[1]),
+    "z-up-left": lambda p: (p[0], -p[1], p[2]),
+    "y-up-left": lambda p: (p[0], p[2], p[1]),
+}
+COORDINATE_SYSTEMS = tuple(_TO_Z_UP)
+_EGG_CS = re.compile(rb"<CoordinateSystem>\s*\{\s*([A-Za-z-]+)\s*\}")
+
+
+def normalize_coordinate_system(value: object, where: str = "up_axis") -> str | None:
+    """"Y", "y", "Y-Up", "Y-up-right", "yup" → "y-up" (etc.); None/"" → None (no override).
+    Raises ValueError naming ``where`` for anything else."""
+    if value is None or (isinstance(value, str) and not value.strip()) or (
+            isinstance(value, float) and math.isnan(value)):
+        return None
+    v = str(value).strip().lower().replace("_", "-")
+    if v in ("y", "z"):
+        v += "-up"
+    v = {"yup": "y-up", "zup": "z-up", "yup-left": "y-up-left", "zup-left": "z-up-left",
+         "yup-right": "y-up", "zup-right": "z-up"}.get(v, v).removesuffix("-right")
+    if v not in _TO_Z_UP:
+        raise ValueError(f"{where}: {value!r} is not a coordinate system; expected Y or Z "
+                         f"(or one of {', '.join(COORDINATE_SYSTEMS)})")
+    return v
+
+
+def declared_coordinate_system(path: Path, head: bytes | None = None) -> tuple[str, str]:
+    """(coordinate system, source) that the engine's loader applies to ``path`` on its own:
+    source "format" (glTF: Y-up by spec; bam: stored converted), "declared" (an egg's
+    ``<CoordinateSystem>``) or "default" (egg without one, obj: Z-up)."""
+    fmt = model_format(path)
+    if fmt in ("glb", "gltf"):
+        return "y-up", "format"
+    if fmt in ("bam", "umap"):
+        return "z-up", "format"
+    if fmt in ("egg", "egg.pz"):
+        if head is None:
+            try:
+                head = _read(path, 64 << 20)
+            except (OSError, ProbeError):
+                return "z-up", "default"
+            if fmt == "egg.pz":
+                try:
+                    head = zlib.decompressobj().decompress(head[4:] if head[:2] == b"pz"
+                                                           else head, 1 << 16)
+                except zlib.error:
+                    return "z-up", "default"
+        m = _EGG_CS.search(head[:1 << 16])
+        if m:
+            try:
+                cs = normalize_coordinate_system(m.group(1).decode("ascii", "replace"))
+            except ValueError:
+                cs = None
+            if cs:
+                return cs, "declared"
+    return "z-up", "default"
+
+
+def effective_coordinate_system(path: Path, override: object = None,
+                                head: bytes | None = None) -> tuple[str, str]:
+    """The coordinate system both the inventory and the engine use: the sidecar's ``up_axis``
+    override when given (source "override"), else what the file declares."""
+    cs = normalize_coordinate_system(override)
+    if cs is not None:
+        return cs, "override"
+    return declared_coordinate_system(path, head)
+
+
+def to_z_up(cs: str):
+    """The point conversion from ``cs`` file coordinates to the contract frame."""
+    return _TO_Z_UP[cs]
+
+
+def correction_matrix(declared: str, effective: str) -> list[list[float]]:
+    """Row-major 3×3 matrix that turns a model the loader converted from ``declared`` into one
+    converted from ``effective`` (identity when they agree): M_eff · M_decl⁻¹."""
+    basis = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    dec = [_TO_Z_UP[declared](b) for b in basis]  # columns of M_decl
+    eff = [_TO_Z_UP[effective](b) for b in basis]  # columns of M_eff
+    # M_decl is a signed permutation: its inverse is its transpose
+    return [[sum(eff[k][r] * dec[k][c] for k in range(3)) for c in range(3)] for r in range(3)]
 
 
 def _parse_glb(data: bytes) -> tuple[dict, int]:
@@ -151,7 +244,7 @@ def _parse_glb(data: bytes) -> tuple[dict, int]:
     return doc, bin_len
 
 
-def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
+def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelProbe:
     if not isinstance(doc, dict) or "asset" not in doc:
         raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
     buffers = doc.get("buffers", [])
@@ -165,7 +258,9 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
         limit = bin_len if (bin_len is not None and "uri" not in buf) else buf.get("byteLength", 0)
         if end > limit:
             raise ProbeError("corrupt_file", f"bufferView {i} ends at {end}, buffer has {limit}")
-    probe = ModelProbe(format="gltf")
+    probe = ModelProbe(format="gltf", coordinate_system=cs)
+    conv = to_z_up(cs)
+    probe.skinned = bool(doc.get("skins"))
     meshes = doc.get("meshes", [])
     nodes = doc.get("nodes", [])
     probe.meshes = len(meshes)
@@ -185,7 +280,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
         world = parent @ _Affine.from_node(node)
         name = str(node.get("name", ""))
         extras = node.get("extras", {}) or {}
-        pos = _y_up_to_z_up(world.apply((0, 0, 0)))
+        pos = conv(world.apply((0, 0, 0)))
         role = extras.get("role", "")
         if role == "player_start" or name.startswith("PlayerStart"):
             probe.player_starts.append(pos)
@@ -211,7 +306,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
                     for cx in (a[0], b[0]):
                         for cy in (a[1], b[1]):
                             for cz in (a[2], b[2]):
-                                p = _y_up_to_z_up(world.apply((cx, cy, cz)))
+                                p = conv(world.apply((cx, cy, cz)))
                                 for k in range(3):
                                     lo[k] = min(lo[k], p[k])
                                     hi[k] = max(hi[k], p[k])
@@ -241,20 +336,20 @@ def _bounds_update(lo: list[float], hi: list[float], p) -> None:
             hi[k] = p[k]
 
 
-def _probe_points(fmt: str, points, triangles: int, up_axis: str, scale: float) -> ModelProbe:
+def _probe_points(fmt: str, points, triangles: int, cs: str, scale: float) -> ModelProbe:
     lo = [math.inf] * 3
     hi = [-math.inf] * 3
+    conv = to_z_up(cs)
     for p in points:
-        q = (p[0], -p[2], p[1]) if up_axis == "Y" else p
-        _bounds_update(lo, hi, q)
-    probe = ModelProbe(format=fmt, triangles=triangles, meshes=1)
+        _bounds_update(lo, hi, conv(p))
+    probe = ModelProbe(format=fmt, triangles=triangles, meshes=1, coordinate_system=cs)
     if lo[0] <= hi[0]:
         probe.bounds_min = (lo[0] * scale, lo[1] * scale, lo[2] * scale)
         probe.bounds_max = (hi[0] * scale, hi[1] * scale, hi[2] * scale)
     return probe
 
 
-def _probe_obj(data: bytes, up_axis: str, scale: float) -> ModelProbe:
+def _probe_obj(data: bytes, cs: str, scale: float) -> ModelProbe:
     points = []
     triangles = 0
     for line in data.splitlines():
@@ -268,10 +363,11 @@ def _probe_obj(data: bytes, up_axis: str, scale: float) -> ModelProbe:
             triangles += max(len(line.split()) - 3, 0)
     if not points:
         raise ProbeError("corrupt_file", "obj has no vertices")
-    return _probe_points("obj", points, triangles, up_axis, scale)
+    return _probe_points("obj", points, triangles, cs, scale)
 
 
-def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> ModelProbe:
+def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
+               scale: float) -> ModelProbe:
     if compressed:
         try:
             data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
@@ -282,17 +378,31 @@ def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> Mod
                 raise ProbeError("corrupt_file", f".pz does not decompress: {exc}") from None
     if b"<" not in data[:4096]:
         raise ProbeError("corrupt_file", "not an egg file (no <Tag> in the first 4 KiB)")
+    cs, source = effective_coordinate_system(path, up_axis, head=data)
     points = [tuple(float(c) for c in m.groups()) for m in _EGG_VERTEX.finditer(data)]
     polygons = data.count(b"<Polygon>")
-    probe = _probe_points("egg", points, polygons, up_axis, scale)
-    probe.animations = ["anim"] if b"<Bundle>" in data else []
+    has_bundle = b"<Bundle>" in data
+    if not points and not has_bundle:
+        raise ProbeError("corrupt_file", "egg has no vertices and no animation bundle")
+    probe = _probe_points("egg", points, polygons, cs, scale)
+    probe.coordinate_system_source = source
+    probe.animations = ["anim"] if has_bundle else []
+    probe.skinned = b"<Joint>" in data
+    probe.animation_only = has_bundle and not points
     probe.meshes = max(1, data.count(b"<Group>"))
     return probe
 
 
-def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: str = "Z",
+def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None,
                 scale: float = 1.0) -> ModelProbe:
-    """Probe one model/level file; raise ProbeError with a reason code when it is unusable."""
+    """Probe one model/level file; raise ProbeError with a reason code when it is unusable.
+
+    ``up_axis`` is the sidecar's override of the file's declared coordinate system (None: as
+    declared); a value that is not a coordinate system is a ProbeError ``bad_up_axis``."""
+    try:
+        normalize_coordinate_system(up_axis)
+    except ValueError as exc:
+        raise ProbeError("bad_up_axis", str(exc)) from None
     fmt = model_format(path)
     if fmt is None:
         raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
@@ -312,19 +422,26 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: str = "Z",
         raise ProbeError("unreadable", f"{exc.strerror or exc}") from None
     if not data:
         raise ProbeError("corrupt_file", "file is empty")
+    cs, source = effective_coordinate_system(path, up_axis)
     if fmt == "glb":
         doc, bin_len = _parse_glb(data)
-        return _probe_gltf_doc(doc, bin_len)
+        probe = _probe_gltf_doc(doc, bin_len, cs)
+        probe.coordinate_system_source = source
+        return probe
     if fmt == "gltf":
         try:
             doc = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
-        return _probe_gltf_doc(doc, None)
+        probe = _probe_gltf_doc(doc, None, cs)
+        probe.coordinate_system_source = source
+        return probe
     if fmt == "obj":
-        return _probe_obj(data, up_axis, scale)
+        probe = _probe_obj(data, cs, scale)
+        probe.coordinate_system_source = source
+        return probe
     if fmt in ("egg", "egg.pz"):
-        return _probe_egg(data, fmt == "egg.pz", up_axis, scale)
+        return _probe_egg(data, fmt == "egg.pz", path, up_axis, scale)
     if fmt == "bam":
         if not data.startswith(b"pbj\x00\n\r"):
             raise ProbeError("corrupt_file", "bam magic missing")

@@ -112,7 +112,8 @@ class Stage1Controller:
     def __init__(self, engine: Any, level_path: str, level_id: str, characters: list[CharacterSpec],
                  trajectory_indices: list[int], frames: int, fps: int, seed: int,
                  actions: ActionConfig, spawn: SpawnConfig, rig: CameraRigConfig,
-                 level_scale: float = 1.0, level_up_axis: str = "Z", camera_rays: bool = True,
+                 level_scale: float = 1.0, level_up_axis: str | None = None,
+                 camera_rays: bool = True,
                  resolved_config: dict | None = None):
         validate_action_config(actions)
         self.engine = engine
@@ -397,7 +398,8 @@ class Stage1Controller:
             "character": {"visual_height_m": self.char.visual_height,
                           "locomotion": self.char.locomotion, "model": self.char.model_path,
                           "animations": self.char.animations,
-                          "yaw_correction_deg": self.char.yaw_correction_deg},
+                          "yaw_correction_deg": self.char.yaw_correction_deg,
+                          "up_axis": self.char.up_axis},
         }
         if self.frames:
             meta["capsule"] = {

@@ -17,8 +17,9 @@ class Engine(Protocol):
     version: str
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
-                   up_axis: str = "Z") -> LevelInfo:
-        """Load a level: visual scene + collision. Replaces any loaded level."""
+                   up_axis: str | None = None) -> LevelInfo:
+        """Load a level: visual scene + collision. Replaces any loaded level. ``up_axis``
+        overrides the file's declared coordinate system (None: as declared)."""
         ...
 
     def load_character(self, spec: CharacterSpec) -> Any:

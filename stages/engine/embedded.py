@@ -66,9 +66,20 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
     """)
 
 
-def load_model(path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
-    """Load any supported model as a NodePath in the contract frame (Z up, metres)."""
-    from panda3d.core import Filename, Loader, LoaderOptions, NodePath
+def load_model(path: str, scale: float = 1.0, up_axis: str | None = None) -> Any:
+    """Load any supported model as a NodePath in the contract frame (Z up, metres).
+
+    Panda3D's loaders convert what a file declares (glTF: Y-up; egg: ``<CoordinateSystem>``);
+    ``up_axis`` is the sidecar's override of that declaration, applied as the correction from
+    the declared to the overriding system — the same rule as the inventory's probe
+    (``core.model_probe.effective_coordinate_system``)."""
+    from panda3d.core import Filename, LMatrix4f, Loader, LoaderOptions, NodePath
+
+    from ..core.model_probe import (
+        correction_matrix,
+        declared_coordinate_system,
+        effective_coordinate_system,
+    )
 
     p = Path(path)
     if p.suffix.lower() in (".glb", ".gltf"):
@@ -81,11 +92,16 @@ def load_model(path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
         if node is None:
             raise OSError(f"{path}: Panda3D could not load this model")
         np_ = NodePath(node)
-        if up_axis == "Y":
-            holder = NodePath("up_fix")
-            np_.reparentTo(holder)
-            np_.setP(90)  # +Y up → +Z up
-            np_ = holder
+    declared, _ = declared_coordinate_system(p)
+    effective, _ = effective_coordinate_system(p, up_axis)
+    if effective != declared:
+        m = correction_matrix(declared, effective)
+        holder = NodePath("up_fix")
+        np_.reparentTo(holder)
+        # Panda3D's matrices are row-vector (v · M): the transpose of the column form
+        np_.setMat(LMatrix4f(m[0][0], m[1][0], m[2][0], 0, m[0][1], m[1][1], m[2][1], 0,
+                             m[0][2], m[1][2], m[2][2], 0, 0, 0, 0, 1))
+        np_ = holder
     if scale != 1.0:
         np_.setScale(scale)
     return np_
@@ -125,12 +141,12 @@ class EmbeddedEngine:
 
     # ------------------------------------------------------------------ loading
 
-    def load_model(self, path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
+    def load_model(self, path: str, scale: float = 1.0, up_axis: str | None = None) -> Any:
         """Load any supported model as a NodePath in the contract frame (Z up, metres)."""
         self.model_loads += 1
         return load_model(path, scale, up_axis)
 
-    def cached_model(self, path: str, scale: float = 1.0, up_axis: str = "Z") -> Any:
+    def cached_model(self, path: str, scale: float = 1.0, up_axis: str | None = None) -> Any:
         """Character models are loaded once per task and instanced after (§6.1)."""
         key = f"{path}|{scale}|{up_axis}"
         if key not in self._model_cache:
@@ -141,10 +157,10 @@ class EmbeddedEngine:
         """Load a character's model (and its clips) once per task; later calls reuse it."""
         if not spec.model_path:
             return None
-        return self.cached_model(spec.model_path, spec.scale)
+        return self.cached_model(spec.model_path, spec.scale, spec.up_axis)
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
-                   up_axis: str = "Z") -> LevelInfo:
+                   up_axis: str | None = None) -> LevelInfo:
         from panda3d.bullet import (
             BulletBoxShape,
             BulletRigidBodyNode,
@@ -488,7 +504,7 @@ class VisibleGeometryProbe:
     detectors measure the recorded character against it: the visible ground straight below the
     capsule (hovering) and the capsule's overlap with visible geometry (interpenetration)."""
 
-    def __init__(self, path: str, scale: float = 1.0, up_axis: str = "Z"):
+    def __init__(self, path: str, scale: float = 1.0, up_axis: str | None = None):
         from panda3d.bullet import (
             BulletGhostNode,
             BulletRigidBodyNode,

@@ -121,7 +121,7 @@ class InstanceRenderer:
 
         lv = meta.get("level") or {}
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
-        key = f"{path}|{lv.get('scale', 1.0)}|{lv.get('up_axis', 'Z')}"
+        key = f"{path}|{lv.get('scale', 1.0)}|{lv.get('up_axis')}"
         if key == self.level_key:
             return
         if not path.is_file():
@@ -130,8 +130,7 @@ class InstanceRenderer:
         try:
             from .embedded import load_model
 
-            model = load_model(str(path), float(lv.get("scale", 1.0)),
-                               str(lv.get("up_axis", "Z")))
+            model = load_model(str(path), float(lv.get("scale", 1.0)), lv.get("up_axis"))
         except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
             raise _Fail("missing_asset", f"{path}: {exc}") from None
         model.flattenLight()
@@ -148,7 +147,7 @@ class InstanceRenderer:
     def _ensure_character(self, meta: dict) -> None:
         ch = meta.get("character") or {}
         path = _resolve(str(ch.get("model", "")), self.base, self.path_map)
-        key = f"{path}|{ch.get('yaw_correction_deg') or 0.0}"
+        key = f"{path}|{ch.get('yaw_correction_deg') or 0.0}|{ch.get('up_axis')}"
         if key == self.char_key:
             return
         if not path.is_file():
@@ -156,7 +155,7 @@ class InstanceRenderer:
                         "not found")
         from .embedded import load_model
 
-        model = load_model(str(path))
+        model = load_model(str(path), 1.0, ch.get("up_axis"))
         clip_files = {}
         for clip in set(v for v in (ch.get("animations") or {}).values() if v):
             f = path.parent / clip

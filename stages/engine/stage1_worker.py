@@ -93,7 +93,8 @@ class StagedEngine:
                 return dst + p[len(src):]
         return p
 
-    def load_level(self, path: str, level_id: str, scale: float = 1.0, up_axis: str = "Z"):
+    def load_level(self, path: str, level_id: str, scale: float = 1.0,
+                   up_axis: str | None = None):
         return self._e.load_level(self._load_path or self._staged(path), level_id, scale,
                                   up_axis)
 
@@ -109,7 +110,7 @@ def controller_from_spec(engine: Any, spec: dict) -> Stage1Controller:
         spec["level_path"], spec["level_id"], chars, list(spec["indices"]), spec["frames"],
         spec["fps"], spec["seed"], ActionConfig(**spec["actions"]), SpawnConfig(**spec["spawn"]),
         CameraRigConfig(**spec["cameras"]), level_scale=float(spec["scale"]),
-        level_up_axis=str(spec["up_axis"]), camera_rays=bool(spec["camera_rays"]),
+        level_up_axis=spec.get("up_axis"), camera_rays=bool(spec["camera_rays"]),
         resolved_config=spec.get("resolved_config") or {})
 
 

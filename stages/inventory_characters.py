@@ -1,0 +1,256 @@
+"""Characters of the inventory (paper §4.1): found by a ``character.json`` sidecar, or without one
+from the files themselves — a skinned model (egg with joints, glTF with a skin) and its
+animation clips (clip files beside it, in an ``anims``/``animations`` folder beside it, or clips
+inside the model).
+
+For every character the same record is built: clips mapped to the nine actions (by their
+names, then the fallback chain of ``core.actions``), capsule from the bind-pose bounds × the
+safety factor with the clamp (radius from the body's narrower horizontal extent, so arms and
+tails overhang), visual height kept apart, units, kind and forward axis. A sidecar key wins over
+the inferred value; every key it leaves out is inferred, and every inference is written to the
+``guesses`` column. ``mapping_source`` says whether the action→clip map came from the sidecar
+or was inferred.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .config import InventoryConfig
+from .core.actions import ACTIONS, resolve_animation_map
+from .core.character_guess import guess_forward, guess_kind, guess_units, map_clips
+from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
+from .core.model_probe import ModelProbe, ProbeError, model_format, probe_model
+
+CHARACTER_COLUMNS = [
+    "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
+    "scale", "yaw_correction_deg", "walk_speed", "height_offset_m", "visual_height_m",
+    "footprint_m", "capsule_radius_m", "capsule_half_height_m", "capsule_clamped",
+    "step_height_m", "animation_json", "animation_notes", "model_clips", "mapping_source",
+    "guesses", "up_axis", "coordinate_system", "coordinate_system_source",
+]
+MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf")
+CLIP_FOLDERS = ("anims", "animations", "anim", "clips")
+SIDECAR_KEYS = ("name", "model", "kind", "animations", "scale", "yaw_correction_deg",
+                "walk_speed", "locomotion", "height_offset_m", "up_axis")
+
+
+class _Probes:
+    """Each model probed once per inventory run (levels and characters share it)."""
+
+    def __init__(self, cfg: InventoryConfig):
+        self.cfg = cfg
+        self._memo: dict[tuple[str, str | None], ModelProbe | ProbeError] = {}
+
+    def __call__(self, path: Path, up_axis: Any = None) -> ModelProbe:
+        key = (str(path), None if up_axis is None else str(up_axis))
+        if key not in self._memo:
+            try:
+                self._memo[key] = probe_model(path, self.cfg.max_probe_bytes, up_axis, 1.0)
+            except ProbeError as exc:
+                self._memo[key] = exc
+        hit = self._memo[key]
+        if isinstance(hit, ProbeError):
+            raise hit
+        return hit
+
+
+def _clip_files_near(model: Path, files: list[Path], probe: Callable[[Path], ModelProbe]
+                     ) -> list[str]:
+    """Animation-only files beside the model or in a clip folder beside it, as paths relative
+    to the model's folder (how Stage II finds them). With several models in one folder a clip
+    goes with the model whose name shares its longest prefix."""
+    folder = model.parent
+    out = []
+    for f in files:
+        if f == model or model_format(f) not in MODEL_FORMATS:
+            continue
+        if f.parent != folder and not (f.parent.parent == folder
+                                       and f.parent.name.lower() in CLIP_FOLDERS):
+            continue
+        try:
+            if probe(f).animation_only:
+                out.append(str(f.relative_to(folder)))
+        except ProbeError:
+            continue
+    return sorted(out)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a.lower(), b.lower(), strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def discover(root: Path, model_files: list[Path], sidecar_dirs: set[Path],
+             probe: Callable[[Path], ModelProbe]) -> tuple[list[Path], dict[Path, list[str]],
+                                                           set[Path]]:
+    """(skinned models without a sidecar, their clip files, every file that belongs to a
+    character: models and clips, sidecar folders' models included) among ``model_files``."""
+    models: list[Path] = []
+    clip_of: dict[Path, list[str]] = {}
+    owned: set[Path] = set()
+    for f in model_files:
+        if any(d == f.parent or d in f.parents for d in sidecar_dirs):
+            owned.add(f)
+            continue
+        if model_format(f) not in MODEL_FORMATS:
+            continue
+        try:
+            p = probe(f)
+        except ProbeError:
+            continue
+        if p.skinned and not p.animation_only:
+            models.append(f)
+    for m in models:
+        clips = _clip_files_near(m, model_files, probe)
+        if sum(1 for o in models if o.parent == m.parent) > 1:
+            clips = [c for c in clips if max(_common_prefix(Path(c).name, o.name)
+                                             for o in models if o.parent == m.parent)
+                     == _common_prefix(Path(c).name, m.name)]
+        clip_of[m] = clips
+        owned.add(m)
+        owned.update(m.parent / c for c in clips)
+    return models, clip_of, owned
+
+
+def _as_float(manifest: dict, key: str, default: float, where: str) -> float:
+    v = manifest.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{where}: '{key}' must be a number, got {v!r}")
+    return float(v)
+
+
+def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model: Path,
+                  manifest: dict, clip_files: list[str], probe: Callable[..., ModelProbe]
+                  ) -> dict:
+    """One characters.parquet row: sidecar keys win, everything else inferred (and recorded).
+    Raises ProbeError / ValueError for the caller to turn into a reason."""
+    m = manifest
+    guesses: list[str] = []
+    unknown = sorted(set(m) - set(SIDECAR_KEYS))
+    if unknown:
+        guesses.append(f"sidecar keys ignored (unknown): {unknown}")
+    name = str(m.get("name") or (model.parent.name if m else _model_stem(model)))
+    row: dict[str, Any] = {c: None for c in CHARACTER_COLUMNS}
+    row.update(pack=pack, path=where, name=name, character_id=f"{pack}/{name}", ok=False)
+    real = model.resolve()
+    if root not in real.parents:
+        raise ValueError(f"model '{m.get('model', model.name)}' lies outside the library root")
+    row["model_path"] = str(model.relative_to(root))
+    loco = m.get("locomotion", "walk")
+    if loco not in LOCOMOTION_MODES:
+        raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
+    p = probe(model, m.get("up_axis"))
+    raw = p.extent
+    if "scale" in m:
+        scale = _as_float(m, "scale", 1.0, where)
+    else:
+        scale, note = guess_units(raw[2])
+        guesses.append(note)
+    ext = (raw[0] * scale, raw[1] * scale, raw[2] * scale)
+    if "kind" in m:
+        kind = str(m["kind"])
+    else:
+        kind = guess_kind(ext)
+        guesses.append(f"kind {kind}: {'longer than tall' if kind == 'quadruped' else 'taller'}")
+    if "yaw_correction_deg" in m:
+        yaw = _as_float(m, "yaw_correction_deg", 0.0, where)
+    else:
+        yaw, note = guess_forward(ext, kind, p.format if p.format != "egg" else "egg")
+        guesses.append(note)
+    cap = capsule_from_bounds(raw, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
+                              cfg.min_capsule_height_m)
+    available = set(p.animations if p.format == "gltf" else []) | set(clip_files)
+    anims = m.get("animations")
+    if anims is not None:
+        if not isinstance(anims, dict):
+            raise ValueError("'animations' must map actions to clip names")
+        source = "sidecar"
+        present = {a: c for a, c in anims.items()
+                   if c and (c in available or (model.parent / str(c)).is_file())}
+        missing = sorted(set(anims) - set(present))
+        notes = [f"missing clip for {a}" for a in missing]
+    else:
+        source = "inferred"
+        present, clip_guesses = map_clips(sorted(available))
+        guesses.extend(clip_guesses)
+        notes = []
+    mapping, fallback = resolve_animation_map(present)
+    row.update(
+        ok=True, reason=None, kind=kind, locomotion=loco, scale=scale, yaw_correction_deg=yaw,
+        walk_speed=_as_float(m, "walk_speed", cfg.default_walk_speed, where),
+        height_offset_m=_as_float(m, "height_offset_m", 0.0, where),
+        visual_height_m=ext[2], footprint_m=max(ext[0], ext[1]),
+        capsule_radius_m=cap.radius, capsule_half_height_m=cap.half_height,
+        capsule_clamped=cap.clamped, step_height_m=step_height_for(cap),
+        animation_json=json.dumps({a: mapping[a] for a in ACTIONS}),
+        animation_notes="; ".join(notes + fallback), model_clips=json.dumps(sorted(available)),
+        mapping_source=source, guesses=json.dumps(guesses),
+        up_axis=None if m.get("up_axis") is None else str(m["up_axis"]),
+        coordinate_system=p.coordinate_system,
+        coordinate_system_source=p.coordinate_system_source,
+    )
+    return row
+
+
+def _model_stem(model: Path) -> str:
+    name = model.name
+    for suf in (".egg.pz", ".egg", ".glb", ".gltf"):
+        if name.lower().endswith(suf):
+            return name[: -len(suf)]
+    return name
+
+
+def inventory_characters(root: Path, cfg: InventoryConfig, entries: list[Any],
+                         probe: Callable[..., ModelProbe] | None = None) -> pd.DataFrame:
+    """Rows for every character under ``root``: sidecar ones, then discovered ones."""
+    root = root.resolve()
+    probe = probe or _Probes(cfg)
+    files = [e.path for e in entries if e.path is not None]
+    sidecars = [e for e in entries if e.path is not None and e.path.name == "character.json"]
+    rows = []
+    for e in sidecars:
+        pack = Path(e.rel).parts[0]
+        row: dict[str, Any] = {c: None for c in CHARACTER_COLUMNS}
+        row.update(pack=pack, path=e.rel, ok=False, mapping_source="sidecar")
+        try:
+            m = json.loads(e.path.read_text(encoding="utf-8"))
+            if not isinstance(m, dict):
+                raise ValueError("manifest must be a JSON object")
+            name = str(m.get("name") or e.path.parent.name)
+            row.update(name=name, character_id=f"{pack}/{name}", kind=m.get("kind", "humanoid"))
+            if "model" not in m:
+                raise ValueError("missing key 'model' (model file next to character.json)")
+            model = e.path.parent / str(m["model"])
+            clips = _clip_files_near(model, files, probe) if model.is_file() else []
+            row = character_row(root, cfg, pack, e.rel, model, m, clips, probe)
+        except ProbeError as exc:
+            row.update(reason=f"model_{exc.reason}", kind=row.get("kind") or "unknown")
+            row["animation_notes"] = exc.detail
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+            row.update(reason="bad_manifest", animation_notes=str(exc))
+        rows.append(row)
+    if cfg.discover_characters:
+        sidecar_dirs = {e.path.parent for e in sidecars}
+        models, clip_of, _ = discover(root, files, sidecar_dirs, probe)
+        for model in models:
+            rel = str(model.relative_to(root))
+            try:
+                rows.append(character_row(root, cfg, Path(rel).parts[0], rel, model, {},
+                                          clip_of[model], probe))
+            except (ProbeError, ValueError, OSError) as exc:
+                row = {c: None for c in CHARACTER_COLUMNS}
+                row.update(pack=Path(rel).parts[0], path=rel, ok=False, reason="bad_model",
+                           animation_notes=str(exc), mapping_source="inferred")
+                rows.append(row)
+    df = pd.DataFrame(rows, columns=CHARACTER_COLUMNS)
+    return df.sort_values("path", kind="stable").reset_index(drop=True)
