@@ -43,7 +43,7 @@ LEVEL_COLUMNS = [
     "cameras", "animations", "dynamic_props", "player_starts", "pois", "extent_x_m",
     "extent_y_m", "extent_z_m", "bounds_json", "player_starts_json", "pois_json", "lighting",
     "up_axis", "coordinate_system", "coordinate_system_source", "scale", "walk_speed",
-    "exposure_compensation", "override_note",
+    "exposure_compensation", "camera_scale", "override_note",
 ]
 
 
@@ -323,6 +323,7 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row.update(kind=kind, enabled=enabled, reason=reason,
                        walk_speed=ov.get("walk_speed"),
                        exposure_compensation=ov.get("exposure_compensation"),
+                       camera_scale=ov.get("camera_scale"),
                        override_note=ov.get("note"))
             rows.append(row)
     df = pd.DataFrame(rows, columns=LEVEL_COLUMNS)

@@ -249,3 +249,113 @@ def test_characters_are_found_without_sidecars(tmp_path):
     r.load_character(load_model(str(hero / "Hero.glb")), str(hero / "Hero.glb"), {}, 90.0)
     assert set(anims.values()) - {None} <= r.available_clips()
     r.close()
+
+
+# ------------------------------------------------------------ point 6: every view shows it
+
+def _arena(path, parts):
+    """A ground slab plus ``parts`` [(name, box size, bottom-centre)] as a level."""
+    from stages.assetgen.levels import LevelBuilder
+    from stages.assetgen.primitives import box
+
+    b = LevelBuilder("Arena", "day", 16, 0)
+    b.part("Ground", box(60, 60, 0.5, 2.0, center=(0, 0, -0.5)), "concrete")
+    for name, size, at in parts:
+        b.part(name, box(*size, 1.0, at), "brick")
+    path.write_bytes(b.to_glb())
+    return path
+
+
+def _tracks(level, pos, yaw, rig=None, body_radius=0.3):
+    from stages.core.cameras import compute_tracks
+    from stages.engine.base import make_engine
+
+    eng = make_engine("embedded")
+    eng.load_level(str(level), "t/arena")
+    def rays(a, b):
+        return [h.fraction for h in eng.raycast_all(a, b)]
+    rows = compute_tracks([pos] * 30, [yaw] * 30, 1.8, rig or CameraRigConfig(), rays,
+                          body_radius=body_radius)
+    eng.close()
+    return rows
+
+
+def test_thin_occluder_is_looked_past_and_a_thick_one_is_not(tmp_path):
+    """A 10 cm pole between the character and its back camera: the boom stays at its full
+    length (the camera is outside all geometry). A 1 m thick block there: it contracts."""
+    back = lambda rows: [r for r in rows if r["view"] == "back"]  # noqa: E731
+    pole = _arena(tmp_path / "pole.glb", [("Pole", (0.1, 0.1, 6.0), (-1.5, 0.0, 0.0))])
+    rows = back(_tracks(pole, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0)))
+    assert all(r["occluded"] and not r["collapsed"] for r in rows)
+    assert all(abs(r["boom_m"] - r["boom_desired_m"]) < 1e-6 for r in rows)
+    block = _arena(tmp_path / "block.glb", [("Block", (1.0, 8.0, 6.0), (-2.0, 0.0, 0.0))])
+    rows = back(_tracks(block, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0,
+                                                                     fit_to_space=False)))
+    assert all(r["occluded"] and r["boom_m"] < 0.5 * r["boom_desired_m"] for r in rows)
+    assert all(r["pos_x"] > -1.5 for r in rows)  # in front of the block's face, never inside
+
+
+def test_blocked_line_of_sight_swings_the_boom_to_a_clear_spot(tmp_path):
+    """A 1.2 m wide pillar right behind the character: without the arc the back view
+    collapses in every frame; with it the boom swings around the pillar and stays long."""
+    lvl = _arena(tmp_path / "pillar.glb", [("Pillar", (0.6, 1.2, 8.0), (-1.6, 0.0, 0.0))])
+    back = lambda rows: [r for r in rows if r["view"] == "back"]  # noqa: E731
+    stuck = back(_tracks(lvl, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0,
+                                                                     fit_to_space=False)))
+    assert all(r["collapsed"] for r in stuck)
+    rows = back(_tracks(lvl, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(fit_to_space=False)))
+    assert all(not r["collapsed"] and r["boom_m"] > 0.75 * r["boom_desired_m"] for r in rows)
+    assert all(abs(r["swing_az_deg"]) + abs(r["swing_el_deg"]) > 0 for r in rows)
+    steps = [abs(b["swing_az_deg"] - a["swing_az_deg"]) + abs(b["swing_el_deg"] -
+             a["swing_el_deg"]) for a, b in zip(rows, rows[1:], strict=False)]
+    assert max(steps) <= 2 * 120.0 / 30 + 1e-6  # bounded swing rate: no jump
+
+
+def test_camera_never_enters_the_body_and_marks_such_frames_blocked(tmp_path):
+    """A wall 0.3 m behind a character with a 0.4 m capsule: the back camera would have to be
+    inside the body or the wall; it holds at radius + margin and the frames say blocked."""
+    lvl = _arena(tmp_path / "wall.glb", [("Wall", (1.0, 20.0, 8.0), (-0.8, 0.0, 0.0))])
+    rig = CameraRigConfig(arc_max_deg=0, fit_to_space=False)
+    rows = [r for r in _tracks(lvl, (0.0, 0.0, 0.0), 0.0, rig, body_radius=0.4)
+            if r["view"] == "back"]
+    assert all(r["blocked"] and r["occluded"] and r["collapsed"] for r in rows)
+    assert all(r["boom_m"] >= 0.4 + rig.body_margin_m - 1e-9 for r in rows)
+    from stages.core.cameras import collapse_stats
+    st = collapse_stats(rows)["back"]
+    assert st["collapsed_share"] == 1.0 and st["blocked_share"] == 1.0
+
+
+def test_first_person_view_does_not_draw_the_characters_own_body(tmp_path):
+    from stages.assetgen.gltf_writer import GlbBuilder
+    from stages.assetgen.primitives import box
+    from stages.core.cameras import compute_tracks
+    from stages.engine.embedded import load_model
+    from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose, ViewPose
+
+    ground = _flat_ground(tmp_path / "ground.glb")
+    b = GlbBuilder()
+    # a body with a wide red hood around the eyes: a first-person camera inside it would see red
+    b.node("body", b.mesh("body", box(0.5, 0.5, 1.8), b.material(
+        "red", (1.0, 0.0, 0.0), emissive=(1.0, 0.0, 0.0))))
+    b.node("hood", b.mesh("hood", box(0.9, 0.9, 0.6, center=(0, 0, 1.4)), b.material(
+        "red2", (1.0, 0.0, 0.0), emissive=(1.0, 0.0, 0.0))))
+    char = tmp_path / "hooded.glb"
+    char.write_bytes(b.to_glb())
+    rig = CameraRigConfig(width=96, height=64)
+    rows = compute_tracks([(0.0, 0.0, 0.0)], [0.0], 1.8, rig, None, body_radius=0.3)
+    poses = {r["view"]: ViewPose((r["pos_x"], r["pos_y"], r["pos_z"]),
+                                 (r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"]), r["fov_deg"])
+             for r in rows}
+    r = ReplayRenderer(96, 64, 1, 2, "p3headlessgl", 1)
+    r.load_level(load_model(str(ground)), {})
+    r.load_character(load_model(str(char)), str(char), {}, 0.0)
+    cp = CharacterPose((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None, 0.0)
+    sp = SamplePose(cp, poses)
+    colors, masks, _ = r.render([sp, sp], sp, 0.0)
+    r.close()
+
+    def red(img):
+        img = img.astype(int)
+        return int(((img[..., 0] > 150) & (img[..., 1] < 80) & (img[..., 2] < 80)).sum())
+    assert red(colors["fp"]) == 0 and int((masks["fp"] > 0).sum()) == 0
+    assert red(colors["back"]) > 100 and red(colors["left"]) > 100

@@ -151,9 +151,8 @@ def test_occlusion_moves_camera_in_front_of_wall(tmp_path):
     # the wall unless occlusion pulls it in
     pos = [(WALL_X - 1.5, 10.0, 0.0)] * 10
     def ray(a, b):
-        hit = eng.raycast(a, b)
-        return hit.fraction if hit else None
-    rig = CameraRigConfig()
+        return [h.fraction for h in eng.raycast_all(a, b)]
+    rig = CameraRigConfig(arc_max_deg=0, fit_to_space=False)
     rows = [r for r in compute_tracks(pos, [180.0] * 10, 1.8, rig, ray) if r["view"] == "back"]
     assert all(r["occluded"] for r in rows)
     assert all(r["pos_x"] < WALL_X - 0.1 for r in rows)  # in front of the wall, with margin
@@ -161,17 +160,13 @@ def test_occlusion_moves_camera_in_front_of_wall(tmp_path):
 
 
 def test_asymmetric_smoothing_contracts_fast_expands_slowly():
-    pos = [(0.0, 0.0, 0.0)] * 40
-    hits = {i for i in range(10, 12)}  # a thin occluder for two frames
+    # the character stands still; frame i is told apart by a tiny x offset of its position
+    pos = [(i * 1e-4, 0.0, 0.0) for i in range(40)]
     rig = CameraRigConfig()
-    # recompute as one track so smoothing state carries over
-    rows = []
-    state = {"i": 0}
 
     def ray2(a, b):
-        i = state["i"] // 4  # four external views per frame
-        state["i"] += 1
-        return 0.3 if i in hits else None
+        i = round(a[0] / 1e-4)
+        return [0.3] if i in (10, 11) else []  # a solid occluder for two frames
 
     rows = [r for r in compute_tracks(pos, [0.0] * 40, 1.8, rig, ray2) if r["view"] == "back"]
     full = rows[0]["boom_desired_m"]

@@ -62,6 +62,13 @@ def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
     return specs
 
 
+def _opt_float(v: object) -> float | None:
+    """A per-level override cell: None for missing/NaN, else a float."""
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return float(v)  # type: ignore[arg-type]
+
+
 def level_dir_name(level_id: str) -> str:
     return level_id.replace("/", "__")
 
@@ -209,6 +216,7 @@ class LevelUnit:
             "load_path": self.load_path, "path_map": self.path_map1,
             "scale": float(self.row["scale"]),
             "up_axis": normalize_coordinate_system(self.row["up_axis"]),
+            "camera_scale": _opt_float(self.row.get("camera_scale")),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
             "seed": cfg.seed, "engine": asdict(cfg.engine),
             "characters": [asdict(s) for s in ctx.specs],

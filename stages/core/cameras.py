@@ -1,11 +1,27 @@
 """Five synchronized camera tracks computed after the motion is fixed (paper §6.3).
 
 External views (back, left, right, top) sit at character-relative offsets scaled by the framing
-height — the *visual* height, not the collision capsule (flat characters, §4.1). Per frame a ray
-runs from the look-at target toward the desired position; on a hit the camera moves in front of
-the obstacle. The distance contracts fast (no frame inside geometry) and expands slowly (no
-popping when a thin occluder passes). Occlusion never feeds back into the motion: this runs on a
-finished trajectory. Standard library only.
+height — the *visual* height, not the collision capsule (flat characters, §4.1) — and by the
+level's rig scale (per-level override, or fitted to the free space the trajectory walks
+through). Per frame, for each external view:
+
+1. rays run from the look-at target toward the desired position, reporting *every* surface
+   crossed. Occluders thinner than ``thin_occluder_m`` along the line of sight (poles, railings,
+   branches) are looked past when the camera itself ends outside all geometry (an even number of
+   crossings); anything else is solid.
+2. When the line of sight is blocked, the boom swings along a short arc (around the character
+   and upward, ``arc_step_deg`` steps up to ``arc_max_deg``) to the nearest spot with a clear
+   view; the swing moves at a bounded rate, so the camera never jumps.
+3. The distance contracts at once in front of a solid occluder (never a frame inside geometry)
+   and expands slowly; it never comes closer than the character's capsule radius plus
+   ``body_margin_m``: a frame that would need that is marked ``blocked`` (and occluded) instead
+   of rendering the inside of the body.
+
+Each row records the boom after occlusion, the configured distance for that view and level,
+whether the view is *collapsed* (boom below ``collapse_ratio`` of the configured distance) and
+the character's projected share of the image. The first-person camera sits at the eyes looking
+forward; Stage II does not draw the character's own body in that view. Occlusion never feeds
+back into the motion: this runs on a finished trajectory. Standard library only.
 """
 
 from __future__ import annotations
@@ -46,9 +62,32 @@ class CameraRigConfig:
     # first person: eye height, framing heights; pitch down, deg
     fp_eye_h: float = 0.92
     fp_pitch_deg: float = 8.0
-    # distance kept in front of an occluder, m; closest allowed boom, m
+    # distance kept in front of an occluder, m; closest allowed boom, m (never below the
+    # character's capsule radius + body_margin_m: the camera does not enter the body)
     occlusion_margin_m: float = 0.2
     min_boom_m: float = 0.4
+    body_margin_m: float = 0.25
+    # occluders thinner than this along the line of sight are looked past (when the camera
+    # itself is outside all geometry), m
+    thin_occluder_m: float = 0.35
+    # blocked line of sight: swing the boom around the character / upward in steps of
+    # arc_step_deg up to arc_max_deg, at most arc_rate_deg_s; 0 disables the swing
+    arc_max_deg: float = 45.0
+    arc_step_deg: float = 15.0
+    arc_rate_deg_s: float = 120.0
+    # a swing spot is clear when its free distance reaches this share of the configured one
+    clear_ratio: float = 0.8
+    # a view is collapsed in a frame when its boom is below this share of the configured
+    # distance for that view and level
+    collapse_ratio: float = 0.3
+    # multiply the external views' distances (per-level rig: interiors use shorter rigs);
+    # levels.parquet's camera_scale (overrides.yaml) replaces it for one level
+    distance_scale: float = 1.0
+    # fit each view's distance to the free space along it: the configured distance becomes
+    # the median free distance over the trajectory when that is shorter (never below
+    # fit_min_scale of the nominal distance)
+    fit_to_space: bool = True
+    fit_min_scale: float = 0.35
     # per-frame smoothing toward a shorter boom (1 = instant) and toward a longer one
     contract_alpha: float = 1.0
     expand_alpha: float = 0.06
@@ -103,21 +142,155 @@ def look_rotation(forward: Sequence[float], hint_up: Sequence[float] = (0, 0, 1)
     return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)
 
 
-RayFn = Callable[[Vec3, Vec3], float | None]  # fraction of the segment at the first hit
+RaysFn = Callable[[Vec3, Vec3], list[float]]  # fractions of every surface crossing, sorted
+EXTERNAL = ("back", "left", "right", "top")
+
+
+def _quat_to_rows(q: Sequence[float]) -> tuple[Vec3, Vec3, Vec3]:
+    w, x, y, z = q
+    return ((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)),
+            (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
+            (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)))
+
+
+def projected_share(cam: Vec3, rot: Sequence[float], k: Sequence[float], width: int,
+                    height: int, feet: Vec3, body_h: float, body_w: float) -> float:
+    """Share of the image covered by the character's box (``body_w`` square, ``body_h`` tall,
+    feet at ``feet``), projected through the camera (OpenCV axes, world-from-camera ``rot``)
+    and clipped to the image; 1.0 when the camera is inside the box or a corner is behind it."""
+    m = _quat_to_rows(rot)
+    us, vs = [], []
+    for dx in (-0.5, 0.5):
+        for dy in (-0.5, 0.5):
+            for dz in (0.0, 1.0):
+                p = (feet[0] + dx * body_w - cam[0], feet[1] + dy * body_w - cam[1],
+                     feet[2] + dz * body_h - cam[2])
+                xc = m[0][0] * p[0] + m[1][0] * p[1] + m[2][0] * p[2]
+                yc = m[0][1] * p[0] + m[1][1] * p[1] + m[2][1] * p[2]
+                zc = m[0][2] * p[0] + m[1][2] * p[1] + m[2][2] * p[2]
+                if zc <= 1e-3:
+                    return 1.0
+                us.append(k[0] * xc / zc + k[2])
+                vs.append(k[1] * yc / zc + k[3])
+    u0, u1 = max(min(us), 0.0), min(max(us), float(width))
+    v0, v1 = max(min(vs), 0.0), min(max(vs), float(height))
+    if u1 <= u0 or v1 <= v0:
+        return 0.0
+    return (u1 - u0) * (v1 - v0) / (width * height)
+
+
+def free_distance(hits: Sequence[float], full: float, rig: CameraRigConfig) -> tuple[float, bool]:
+    """(free distance along a line of sight of length ``full`` whose surface crossings are at
+    ``hits`` (fractions), whether anything was crossed). Thin occluders are looked past when the
+    end point is outside all geometry (even number of crossings)."""
+    if not hits:
+        return full, False
+    d = [h * full for h in hits]
+    if len(d) % 2 == 0 and all(d[i + 1] - d[i] < rig.thin_occluder_m
+                               for i in range(0, len(d), 2)):
+        return full, True
+    return max(d[0] - rig.occlusion_margin_m, 0.0), True
+
+
+def _swings(rig: CameraRigConfig) -> list[tuple[float, float]]:
+    """(azimuth, elevation) offsets, deg, in order of growing deviation: upward first."""
+    if rig.arc_max_deg <= 0 or rig.arc_step_deg <= 0:
+        return [(0.0, 0.0)]
+    steps = int(rig.arc_max_deg // rig.arc_step_deg)
+    out = [(0.0, 0.0)]
+    for n in range(1, steps + 1):
+        a = n * rig.arc_step_deg
+        out += [(0.0, a), (a, 0.0), (-a, 0.0)]
+        for m in range(1, n + 1):
+            b = m * rig.arc_step_deg
+            out += [(a, b), (-a, b)] if m <= n else []
+    seen, uniq = set(), []
+    for o in out:
+        if o not in seen:
+            seen.add(o)
+            uniq.append(o)
+    return uniq
+
+
+def _swung(vec: Vec3, az_deg: float, el_deg: float) -> Vec3:
+    """``vec`` turned by ``az_deg`` about +Z and raised by ``el_deg`` (capped at 85°)."""
+    a = math.radians(az_deg)
+    x, y = vec[0] * math.cos(a) - vec[1] * math.sin(a), vec[0] * math.sin(a) + vec[1] * math.cos(a)
+    h = math.hypot(x, y)
+    n = math.sqrt(h * h + vec[2] * vec[2])
+    if el_deg == 0.0 or n < 1e-9 or h < 1e-9:
+        return (x, y, vec[2])
+    el = min(math.atan2(vec[2], h) + math.radians(el_deg), math.radians(85.0))
+    return (x / h * n * math.cos(el), y / h * n * math.cos(el), n * math.sin(el))
+
+
+def _offsets(hgt: float, rig: CameraRigConfig, scale: float) -> dict[str, Vec3]:
+    """(forward, left, up) of each external view in the character frame, metres."""
+    k = scale
+    return {
+        "back": (-(rig.back_dist_h * hgt + rig.back_dist_m) * k, 0.0,
+                 (rig.back_height_h * hgt + rig.back_height_m) * k),
+        "left": (0.0, (rig.side_dist_h * hgt + rig.side_dist_m) * k, rig.side_height_h * hgt),
+        "right": (0.0, -(rig.side_dist_h * hgt + rig.side_dist_m) * k,
+                  rig.side_height_h * hgt),
+        "top": (-rig.top_back_m * k, 0.0, (rig.top_height_h * hgt + rig.top_height_m) * k),
+    }
+
+
+def _world(p: Vec3, yaw_deg: float, off: Vec3) -> Vec3:
+    c, s = math.cos(math.radians(yaw_deg)), math.sin(math.radians(yaw_deg))
+    return (p[0] + off[0] * c - off[1] * s, p[1] + off[0] * s + off[1] * c, p[2] + off[2])
+
+
+def fit_scales(positions: Sequence[Vec3], yaws_deg: Sequence[float], hgt: float,
+               rig: CameraRigConfig, rays: RaysFn | None) -> dict[str, float]:
+    """Per external view, the share of its nominal distance that the free space along it
+    allows over the trajectory (median of the per-frame free distance), in
+    [fit_min_scale, 1]; 1 everywhere when fitting is off or there are no rays."""
+    if rays is None or not rig.fit_to_space or not positions:
+        return dict.fromkeys(EXTERNAL, 1.0)
+    offs = _offsets(hgt, rig, rig.distance_scale)
+    stride = max(1, len(positions) // 60)  # at most ~60 samples per trajectory
+    out = {}
+    for view in EXTERNAL:
+        ratios = []
+        for i in range(0, len(positions), stride):
+            p = positions[i]
+            target = (p[0], p[1], p[2] + rig.target_h * hgt)
+            d = _world(p, yaws_deg[i], offs[view])
+            full = math.dist(target, d)
+            free, _ = free_distance(rays(target, d), full, rig)
+            ratios.append(free / full if full > 1e-9 else 1.0)
+        ratios.sort()
+        med = ratios[len(ratios) // 2]
+        out[view] = min(1.0, max(rig.fit_min_scale, med))
+    return out
 
 
 def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_height: float,
-                   rig: CameraRigConfig, raycast: RayFn | None) -> list[dict]:
-    """Rows of cameras.parquet (frame-major, views in VIEWS order)."""
+                   rig: CameraRigConfig, rays: RaysFn | None, body_radius: float = 0.0,
+                   fps: float = 30.0, body_width: float | None = None,
+                   level_scale: float | None = None) -> list[dict]:
+    """Rows of cameras.parquet (frame-major, views in VIEWS order).
+
+    ``rays(a, b)`` returns the fractions of every surface crossing on the segment a→b (sorted);
+    ``body_radius`` is the capsule radius the engine built; ``level_scale`` replaces
+    ``rig.distance_scale`` for this level (overrides.yaml ``camera_scale``)."""
     hgt = max(visual_height, rig.min_framing_m)
-    offsets = {  # (forward, left, up) in the character frame
-        "back": (-(rig.back_dist_h * hgt + rig.back_dist_m), 0.0,
-                 rig.back_height_h * hgt + rig.back_height_m),
-        "left": (0.0, rig.side_dist_h * hgt + rig.side_dist_m, rig.side_height_h * hgt),
-        "right": (0.0, -(rig.side_dist_h * hgt + rig.side_dist_m), rig.side_height_h * hgt),
-        "top": (-rig.top_back_m, 0.0, rig.top_height_h * hgt + rig.top_height_m),
-    }
+    if level_scale is not None:
+        rig = CameraRigConfig(**{**rig.__dict__, "distance_scale": float(level_scale)})
+    fit = fit_scales(positions, yaws_deg, hgt, rig, rays)
+    nominal = _offsets(hgt, rig, rig.distance_scale)
+    offsets = {v: (nominal[v][0] * fit[v], nominal[v][1] * fit[v],
+                   nominal[v][2] * (fit[v] if v in ("back", "top") else 1.0))
+               for v in EXTERNAL}
+    min_boom = max(rig.min_boom_m, body_radius + rig.body_margin_m)
+    swings = _swings(rig)
+    max_step = rig.arc_rate_deg_s / max(fps, 1e-6)
+    body_w = body_width if body_width is not None else max(2 * body_radius, 0.3 * hgt)
     booms: dict[str, float] = {}
+    swing_now: dict[str, tuple[float, float]] = dict.fromkeys(EXTERNAL, (0.0, 0.0))
+    swing_goal: dict[str, tuple[float, float]] = dict.fromkeys(EXTERNAL, (0.0, 0.0))
     rows: list[dict] = []
     ext_k = intrinsics(rig.width, rig.height, rig.fov_deg)
     fp_k = intrinsics(rig.width, rig.height, rig.fp_fov_deg)
@@ -131,35 +304,89 @@ def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_
                 pitch = math.radians(rig.fp_pitch_deg)
                 look = (c * math.cos(pitch), s * math.cos(pitch), -math.sin(pitch))
                 rows.append(_row(i, view, eye, look_rotation(look), rig, fp_k, rig.fp_fov_deg,
-                                 0.0, 0.0, False))
+                                 0.0, 0.0, False, False, False, 0.0, (0.0, 0.0)))
                 continue
-            ox, oy, oz = offsets[view]
-            desired = (p[0] + ox * c - oy * s, p[1] + ox * s + oy * c, p[2] + oz)
+            desired = _world(p, yaw, offsets[view])
             vec = (desired[0] - target[0], desired[1] - target[1], desired[2] - target[2])
             full = math.sqrt(sum(v * v for v in vec))
-            allowed = full
-            occluded = False
-            if raycast is not None:
-                f = raycast(target, desired)
-                if f is not None:
-                    occluded = True
-                    allowed = max(min(f * full - rig.occlusion_margin_m, full), rig.min_boom_m)
+
+            def free_along(sw: tuple[float, float], vec=vec, full=full,
+                           target=target) -> tuple[float, bool]:
+                if rays is None:
+                    return full, False
+                v2 = _swung(vec, *sw)
+                end = (target[0] + v2[0], target[1] + v2[1], target[2] + v2[2])
+                return free_distance(rays(target, end), full, rig)
+
+            # choose where the boom should swing: nominal if clear, else keep a clear goal,
+            # else the nearest clear spot along the arc (or the freest one)
+            goal = swing_goal[view]
+            f0, _ = free_along((0.0, 0.0))
+            if f0 >= rig.clear_ratio * full:
+                goal = (0.0, 0.0)
+            elif goal == (0.0, 0.0) or free_along(goal)[0] < rig.clear_ratio * full:
+                best, best_f = (0.0, 0.0), f0
+                for sw in swings[1:]:
+                    f, _ = free_along(sw)
+                    if f >= rig.clear_ratio * full:
+                        best, best_f = sw, f
+                        break
+                    if f > best_f + 0.05 * full:
+                        best, best_f = sw, f
+                goal = best
+            swing_goal[view] = goal
+            now = swing_now[view]
+            if i == 0:  # a trajectory starts at its clear spot; after that the swing is rate-bound
+                now = goal
+            now = (now[0] + max(-max_step, min(max_step, goal[0] - now[0])),
+                   now[1] + max(-max_step, min(max_step, goal[1] - now[1])))
+            swing_now[view] = now
+            free, occluded = free_along(now)
+            allowed = min(free, full)
+            blocked = allowed < min_boom
+            allowed = max(allowed, min_boom) if not blocked else min_boom
             prev = booms.get(view, allowed)
             alpha = rig.contract_alpha if allowed < prev else rig.expand_alpha
             boom = prev + (allowed - prev) * alpha
             boom = min(boom, allowed) if allowed < prev else boom
             booms[view] = boom
-            u = _norm(vec)
+            u = _norm(_swung(vec, *now))
             pos = (target[0] + u[0] * boom, target[1] + u[1] * boom, target[2] + u[2] * boom)
             look = (target[0] - pos[0], target[1] - pos[1], target[2] - pos[2])
             rot = look_rotation(look, fallback_up=fwd)
-            rows.append(_row(i, view, pos, rot, rig, ext_k, rig.fov_deg, boom, full, occluded))
+            share = projected_share(pos, rot, ext_k, rig.width, rig.height, p, hgt, body_w)
+            rows.append(_row(i, view, pos, rot, rig, ext_k, rig.fov_deg, boom, full,
+                             occluded or blocked, blocked,
+                             boom < rig.collapse_ratio * full, share, now))
     return rows
 
 
+def collapse_stats(rows: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """Per external view: the share of frames collapsed and blocked, the mean boom ratio and
+    the mean projected share of the character (meta.json, shard JSON, dataset card)."""
+    out: dict[str, dict[str, float]] = {}
+    for view in EXTERNAL:
+        rs = [r for r in rows if r["view"] == view]
+        if not rs:
+            continue
+        n = len(rs)
+        out[view] = {
+            "collapsed_share": sum(1 for r in rs if r["collapsed"]) / n,
+            "blocked_share": sum(1 for r in rs if r["blocked"]) / n,
+            "boom_ratio_mean": sum(r["boom_m"] / r["boom_desired_m"] if r["boom_desired_m"]
+                                   else 1.0 for r in rs) / n,
+            "character_share_mean": sum(r["char_share"] for r in rs) / n,
+            "configured_m": sum(r["boom_desired_m"] for r in rs) / n,
+        }
+    return out
+
+
 def _row(frame: int, view: str, pos: Vec3, rot, rig: CameraRigConfig, k, fov: float,
-         boom: float, desired: float, occluded: bool) -> dict:
+         boom: float, desired: float, occluded: bool, blocked: bool, collapsed: bool,
+         share: float, swing: tuple[float, float]) -> dict:
     return {"frame": frame, "view": view, "pos_x": pos[0], "pos_y": pos[1], "pos_z": pos[2],
             "rot_w": rot[0], "rot_x": rot[1], "rot_y": rot[2], "rot_z": rot[3], "fov_deg": fov,
             "width": rig.width, "height": rig.height, "fx": k[0], "fy": k[1], "cx": k[2],
-            "cy": k[3], "boom_m": boom, "boom_desired_m": desired, "occluded": occluded}
+            "cy": k[3], "boom_m": boom, "boom_desired_m": desired, "occluded": occluded,
+            "blocked": blocked, "collapsed": collapsed, "char_share": share,
+            "swing_az_deg": swing[0], "swing_el_deg": swing[1]}

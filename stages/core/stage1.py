@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .actions import ACTIONS, DIRECTIONS
-from .cameras import CameraRigConfig, compute_tracks
+from .cameras import CameraRigConfig, collapse_stats, compute_tracks
 from .engine_types import CharacterSpec, LevelInfo
 from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
 
@@ -113,7 +113,7 @@ class Stage1Controller:
                  trajectory_indices: list[int], frames: int, fps: int, seed: int,
                  actions: ActionConfig, spawn: SpawnConfig, rig: CameraRigConfig,
                  level_scale: float = 1.0, level_up_axis: str | None = None,
-                 camera_rays: bool = True,
+                 camera_rays: bool = True, camera_scale: float | None = None,
                  resolved_config: dict | None = None):
         validate_action_config(actions)
         self.engine = engine
@@ -124,6 +124,7 @@ class Stage1Controller:
         self.n_frames, self.fps, self.seed = frames, fps, seed
         self.acfg, self.scfg, self.rig = actions, spawn, rig
         self.camera_rays = camera_rays
+        self.camera_scale = camera_scale  # per-level rig scale (overrides.yaml camera_scale)
         self.resolved_config = resolved_config or {}
         self.dt = 1.0 / fps
         self.state = "initialize"
@@ -369,6 +370,18 @@ class Stage1Controller:
                                "pos_x": pos[0], "pos_y": pos[1], "pos_z": pos[2],
                                "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3]})
 
+    def _rays(self):
+        """Every surface crossing on a segment (fractions, sorted): the engine's raycast_all,
+        or its closest hit alone for an adapter without one."""
+        every = getattr(self.engine, "raycast_all", None)
+        if every is not None:
+            return lambda a, b: [h.fraction for h in every(a, b)]
+
+        def closest(a, b):
+            hit = self.engine.raycast(a, b)
+            return [hit.fraction] if hit else []
+        return closest
+
     def _observed_capsule(self) -> tuple[float, float]:
         """The capsule the engine really built (§7.2), read back after the spawn; an engine
         adapter without a read-back reports the requested one (meta says which)."""
@@ -410,15 +423,16 @@ class Stage1Controller:
         if self.failure:
             self.results.append(TrajectoryResult(idx, [], [], meta, *self.failure))
         else:
-            ray = None
-            if self.camera_rays:
-                def ray(a, b):
-                    hit = self.engine.raycast(a, b)
-                    return hit.fraction if hit else None
             positions = [(f["pos_x"], f["pos_y"], f["pos_z"]) for f in self.frames]
             yaws = [f["yaw_deg"] if self.acfg.coordinates == "character" else f["ref_yaw_deg"]
                     for f in self.frames]
-            cams = compute_tracks(positions, yaws, self.char.visual_height, self.rig, ray)
+            cams = compute_tracks(positions, yaws, self.char.visual_height, self.rig,
+                                  self._rays() if self.camera_rays else None,
+                                  body_radius=self._capsule[0], fps=self.fps,
+                                  level_scale=self.camera_scale)
+            meta["cameras"] = {"views": collapse_stats(cams),
+                               "collapse_ratio": self.rig.collapse_ratio,
+                               "level_scale": self.camera_scale}
             self.results.append(TrajectoryResult(idx, self.frames, cams, meta,
                                                  props=self.props))
         self.state = "next"

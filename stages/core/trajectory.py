@@ -13,10 +13,13 @@ from collections.abc import Sequence
 
 from .actions import ACTIONS, NON_FORWARD
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # v1 → v2: adds props.parquet (the pushed props' transforms per frame). A v1 trajectory is still
 # read: it has no props.parquet and its props are drawn where the level placed them.
-READABLE_SCHEMAS = (1, 2)
+# v2 → v3: cameras.parquet adds blocked, collapsed, char_share, swing_az_deg, swing_el_deg
+# (views that show the character, §6.3) and meta.json "cameras" (per-view collapsed share) and
+# "capsule" (requested vs observed, §7.2); v1/v2 are still read without them.
+READABLE_SCHEMAS = (1, 2, 3)
 VIEWS = ("back", "left", "right", "top", "fp")
 EVENTS = ("none", "spawn", "escape", "respawn")
 
@@ -65,9 +68,19 @@ CAMERA_COLUMNS: dict[str, tuple[str, str]] = {
     "cx": ("float", "px, K[0,2]"),
     "cy": ("float", "px, K[1,2]"),
     "boom_m": ("float", "m, camera-to-target distance after occlusion and smoothing"),
-    "boom_desired_m": ("float", "m, distance before occlusion"),
-    "occluded": ("bool", "the ray to the desired position hit geometry"),
+    "boom_desired_m": ("float", "m, distance configured for this view and level, before "
+                                "occlusion (rig scale and free-space fit applied)"),
+    "occluded": ("bool", "geometry crossed the line of sight, or the view is blocked"),
 }
+CAMERA_COLUMNS_V3: dict[str, tuple[str, str]] = {
+    "blocked": ("bool", "no clear spot outside the character's body: the camera is held at "
+                        "the closest allowed boom and the frame is marked occluded"),
+    "collapsed": ("bool", "boom below collapse_ratio of the configured distance"),
+    "char_share": ("float", "share of the image covered by the character's projected box"),
+    "swing_az_deg": ("float", "deg, boom swung around the character to see past an occluder"),
+    "swing_el_deg": ("float", "deg, boom swung upward to see past an occluder"),
+}
+CAMERA_COLUMNS.update(CAMERA_COLUMNS_V3)
 # props.parquet: one row per (frame, dynamic prop) while the level has any; zero rows otherwise.
 # A prop is the pivot at the centre of its bounds when the level loaded (identity rotation);
 # the transform is world-from-pivot.
@@ -123,7 +136,10 @@ def validate(frames: dict[str, Sequence], cameras: dict[str, Sequence], meta: di
         q = [frames[c][i] for c in ("rot_w", "rot_x", "rot_y", "rot_z")]
         if abs(math.sqrt(sum(v * v for v in q)) - 1) > 1e-4:
             raise TrajectoryError(f"frames.parquet: rotation row {i} is not a unit quaternion")
-    m = _check_table("cameras.parquet", cameras, CAMERA_COLUMNS)
+    version = meta.get("schema_version")
+    needed = CAMERA_COLUMNS if isinstance(version, int) and version >= 3 else {
+        k: v for k, v in CAMERA_COLUMNS.items() if k not in CAMERA_COLUMNS_V3}
+    m = _check_table("cameras.parquet", cameras, needed)
     if m != n * len(VIEWS):
         raise TrajectoryError(f"cameras.parquet: {m} rows, expected {n} frames x {len(VIEWS)}")
     for i, v in enumerate(cameras["view"]):

@@ -48,6 +48,11 @@ class Engine(Protocol):
         """Closest static-geometry hit on the segment, or None."""
         ...
 
+    def raycast_all(self, start: Vec3, end: Vec3) -> list[RayHit]:
+        """Every static-geometry surface crossed on the segment, nearest first (the cameras
+        look past thin occluders and check that they end outside geometry)."""
+        ...
+
     def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
         """(name, pivot position, quaternion w x y z) per dynamic prop, recorded each frame so
         Stage II can replay pushed props (trajectory contract v2, props.parquet)."""

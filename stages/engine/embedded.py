@@ -472,6 +472,21 @@ class EmbeddedEngine:
         p, n = r.getHitPos(), r.getHitNormal()
         return RayHit((p.x, p.y, p.z), (n.x, n.y, n.z), r.getHitFraction())
 
+    def raycast_all(self, start: Vec3, end: Vec3) -> list[RayHit]:
+        """Every static-geometry surface crossed on the segment, nearest first; crossings within
+        1 mm of each other (shared triangle edges) count once."""
+        P = self._P
+        r = self.world.rayTestAll(P(*start), P(*end))
+        length = math.dist(start, end)
+        out: list[RayHit] = []
+        for h in sorted(r.getHits(), key=lambda h: h.getHitFraction()):
+            f = h.getHitFraction()
+            if out and (f - out[-1].fraction) * length < 1e-3:
+                continue
+            p, n = h.getHitPos(), h.getHitNormal()
+            out.append(RayHit((p.x, p.y, p.z), (n.x, n.y, n.z), f))
+        return out
+
     def render_view(self, frame: dict, camera: dict) -> Any:
         raise NotImplementedError("Stage II rendering lives in the render stage")
 

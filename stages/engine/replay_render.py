@@ -27,6 +27,11 @@ from ..core.trajectory import VIEWS
 from .clips import EggPoser, GltfPoser, read_gltf_clips
 
 MASK_BIT = 30
+# first-person cameras see the level but never the character's own body (§6.3): their colour
+# cameras use bits FP_BIT_BASE + t (no character copy is shown on them) and their mask camera
+# FP_MASK_BIT (nothing is shown on it), so the first-person mask is empty
+FP_BIT_BASE = 16
+FP_MASK_BIT = 29
 LEVEL_HIDE = 29  # level geometry is hidden from mask cameras
 
 RESOLVE_VERT = """#version 330
@@ -158,6 +163,9 @@ class ReplayRenderer:
         self.N = spatial * temporal
         if self.N > 64:
             raise ValueError(f"render: spatial x temporal = {self.N} samples; at most 64")
+        if temporal > FP_MASK_BIT - FP_BIT_BASE:
+            raise ValueError(f"render.temporal_samples is {temporal}; at most "
+                             f"{FP_MASK_BIT - FP_BIT_BASE} (one camera bit per sample)")
         self.near, self.far = near, far
         self.engine = GraphicsEngine.getGlobalPtr()
         pipe = GraphicsPipeSelection.getGlobalPtr().makeModulePipe(display)
@@ -249,7 +257,7 @@ class ReplayRenderer:
                     dr = self.atlas.makeDisplayRegion(x0 / aw, (x0 + self.W) / aw,
                                                       y0 / ah, (y0 + self.H) / ah)
                     cam = Camera(f"{view}_{t}_{s}", self._lens())
-                    cam.setCameraMask(BitMask32.bit(t))
+                    cam.setCameraMask(BitMask32.bit(FP_BIT_BASE + t if view == "fp" else t))
                     np_ = self.scene.attachNewNode(cam)
                     dr.setCamera(np_)
                     self.cams[(view, t, s)] = np_
@@ -261,7 +269,7 @@ class ReplayRenderer:
             dr = self.mask_buf.makeDisplayRegion(v / len(VIEWS), (v + 1) / len(VIEWS), 0, 1)
             lens = self._lens()
             cam = Camera(f"mask_{view}", lens)
-            cam.setCameraMask(BitMask32.bit(MASK_BIT))
+            cam.setCameraMask(BitMask32.bit(FP_MASK_BIT if view == "fp" else MASK_BIT))
             cam.setInitialState(state)
             np_ = self.scene.attachNewNode(cam)
             dr.setCamera(np_)
@@ -383,7 +391,7 @@ class ReplayRenderer:
         self.scene.setLight(self.scene.attachNewNode(amb))
         sky = lit.get("sky", (0.55, 0.7, 0.9))
         self.atlas.setClearColor((sky[0], sky[1], sky[2], 1))
-        model.hide(BitMask32.bit(MASK_BIT))
+        model.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
         # texture residency: upload everything now, at the file's full resolution
         texs = model.findAllTextures()
         rep.textures = texs.getNumTextures()

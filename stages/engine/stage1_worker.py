@@ -111,6 +111,7 @@ def controller_from_spec(engine: Any, spec: dict) -> Stage1Controller:
         spec["fps"], spec["seed"], ActionConfig(**spec["actions"]), SpawnConfig(**spec["spawn"]),
         CameraRigConfig(**spec["cameras"]), level_scale=float(spec["scale"]),
         level_up_axis=spec.get("up_axis"), camera_rays=bool(spec["camera_rays"]),
+        camera_scale=spec.get("camera_scale"),
         resolved_config=spec.get("resolved_config") or {})
 
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from stages.config import load_params
+from stages.core.model_probe import normalize_coordinate_system
 from stages.core.stage1 import Stage1Controller
 from stages.engine.base import make_engine
 from stages.inventory import run_inventory
@@ -28,7 +29,8 @@ def main() -> None:
             ctrl = Stage1Controller(eng, str(root / row["path"]), row["level_id"], specs, [0, 1],
                                     frames, 30, 0, cfg.trajectories.actions,
                                     cfg.trajectories.spawn, cfg.trajectories.cameras,
-                                    float(row["scale"]), str(row["up_axis"]), camera_rays=rays)
+                                    float(row["scale"]),
+                                    normalize_coordinate_system(row["up_axis"]), camera_rays=rays)
             ctrl.tick()  # initialize: level load + collision build
             t0 = time.perf_counter()
             res = ctrl.run()
