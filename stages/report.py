@@ -41,7 +41,17 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
     hours_res: dict[str, float] = {}
     cells: dict[str, set[tuple[int, int]]] = {}
     paths: dict[str, list[np.ndarray]] = {}
+    collapsed: dict[str, list[float]] = {}  # per external view: each clip's collapsed share
+    char_share: dict[str, list[float]] = {}
     for c in clips:
+        cams_p = c.render_dir / "cameras.parquet"
+        cams = pd.read_parquet(cams_p) if cams_p.is_file() else pd.DataFrame()
+        if "collapsed" in cams:
+            cams = cams[(cams["frame"] >= c.start) & (cams["frame"] < c.end)]
+            for v, g in cams.groupby("view"):
+                if v != "fp":
+                    collapsed.setdefault(str(v), []).append(float(g["collapsed"].mean()))
+                    char_share.setdefault(str(v), []).append(float(g["char_share"].mean()))
         fr = pd.read_parquet(c.render_dir / "frames.parquet").sort_values("frame")
         fr = fr[(fr["frame"] >= c.start) & (fr["frame"] < c.end)]
         a = fr["action"].astype(str).tolist()
@@ -90,6 +100,13 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
         "failures": {"stage1": t_fail, "stage2": r_fail},
         "coverage_cells": {k: len(v) for k, v in sorted(cells.items())},
         "coverage_cell_m": cell_m,
+        # §6.3: a view is collapsed when its boom is below trajectories.cameras.collapse_ratio
+        # of the distance configured for that view and level
+        "views": {v: {"collapsed_share_mean": round(float(np.mean(s)), 6),
+                      "collapsed_share_max": round(float(np.max(s)), 6),
+                      "clips_over_10pct": int(sum(1 for x in s if x > 0.10)),
+                      "character_share_mean": round(float(np.mean(char_share[v])), 6)}
+                  for v, s in sorted(collapsed.items())},
     }
     return metrics, {"transitions": transitions, "hold_s": hold_s, "cells": cells,
                      "paths": paths}
@@ -222,6 +239,17 @@ def dataset_card(m: dict, plots: list[str], params: dict) -> str:
         table({k: f"{100 * v:.1f}%" for k, v in m["pass_rate"].items()}, "gate", "pass"),
         f"Failures: Stage I {m['failures']['stage1']}, Stage II {m['failures']['stage2']}.", "",
         "![pass rates](pass_rates.png)", "",
+        "## Views", "",
+        "Share of frames in which an external view has *collapsed* (its boom pulled in below "
+        "the collapse ratio of the distance configured for that view and level), and the "
+        "character's projected share of the image:", "",
+        "| view | collapsed (mean) | collapsed (worst clip) | clips > 10% | character share |\n"
+        "|---|---|---|---|---|\n" + "".join(
+            f"| {v} | {100 * s['collapsed_share_mean']:.1f}% | "
+            f"{100 * s['collapsed_share_max']:.1f}% | {s['clips_over_10pct']} | "
+            f"{100 * s['character_share_mean']:.1f}% |\n" for v, s in m.get("views", {}).items())
+        if m.get("views") else "(trajectories older than contract v3 carry no view statistics)",
+        "",
         "## Spatial coverage", "",
         table(m["coverage_cells"], "level", f"visited {m['coverage_cell_m']:g} m cells"),
         "![coverage](coverage.png)", "",

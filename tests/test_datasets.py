@@ -237,6 +237,10 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
         assert np.allclose(ext[:, :3, 3], back[["pos_x", "pos_y", "pos_z"]], atol=1e-5)
         assert np.allclose(np.linalg.det(ext[:, :3, :3]), 1, atol=1e-4)
         assert [p["frame"] for p in meta["character"]["poses"]] == list(range(clip.frames))
+        for v in ("back", "left", "right", "top"):  # §6.3: each view says when it collapsed
+            col = cams[cams["view"] == v].sort_values("frame")["collapsed"]
+            assert meta["views"][v]["collapsed"] == [bool(x) for x in col]
+            assert meta["views"][v]["collapsed_share"] == pytest.approx(col.mean(), abs=1e-6)
     assert max(turned) > 0.1  # some clip turns, and its turning is in its labels
     row = idx1.set_index("key").loc[clips[0].key]
     assert row["shard"] == "shard-000000.tar" and row["category"] == "nature"
@@ -379,6 +383,13 @@ def test_report_metrics_match_the_recorded_actions_and_plots_are_written(rendere
     assert m["pass_rate"]["stage2"] == 1.0
     card = (out / "card" / "README.md").read_text()
     assert "46.6%" in card and "AlpineMeadow" in card
+    assert "## Views" in card
+    cams = [pd.read_parquet(root / r["path"] / "cameras.parquet") for r in
+            index.to_dict("records")]
+    for v in ("back", "left", "right", "top"):  # the per-view collapsed share, from the data
+        want = np.mean([c[c["view"] == v]["collapsed"].mean() for c in cams])
+        assert m["views"][v]["collapsed_share_mean"] == pytest.approx(want, abs=1e-6)
+        assert f"| {v} | {100 * want:.1f}% |" in card
     for png in ("hours_by_resolution_view", "levels_by_category", "action_shares",
                 "transitions", "hold_lengths", "pass_rates", "coverage"):
         data = (out / "card" / f"{png}.png").read_bytes()

@@ -106,6 +106,11 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
             "extrinsics_world_from_camera": [extrinsic(r) for r in c.to_dict("records")],
             "occluded": [bool(o) for o in c["occluded"]],
         }
+        if "collapsed" in c:  # trajectory contract v3 (§6.3: views that show the character)
+            views[v].update({
+                "collapsed": [bool(o) for o in c["collapsed"]],
+                "collapsed_share": _f(c["collapsed"].astype(bool).mean()),
+                "character_share": [_f(x) for x in c["char_share"]]})
     back = views["back"]
     back_fx = cams[cams["view"] == "back"]["fx"].iloc[0]
     poses = [{"frame": int(r["frame"]), "position": [_f(r["pos_x"]), _f(r["pos_y"]),

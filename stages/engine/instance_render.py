@@ -244,6 +244,8 @@ class InstanceRenderer:
             "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
             "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
+            # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
+            "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
             "idle_pose": replay.idle_pose_source(meta["character"].get("animations") or {},
                                                  self.r.available_clips()),
