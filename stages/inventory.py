@@ -35,6 +35,7 @@ from .core.actions import ACTIONS, resolve_animation_map
 from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model
+from .core.spawns import parse_starts
 from .parquet_io import write_parquet
 
 LEVEL_COLUMNS = [
@@ -43,6 +44,7 @@ LEVEL_COLUMNS = [
     "cameras", "animations", "dynamic_props", "player_starts", "pois", "extent_x_m",
     "extent_y_m", "extent_z_m", "bounds_json", "player_starts_json", "pois_json", "lighting",
     "up_axis", "scale", "walk_speed", "exposure_compensation", "override_note",
+    "override_starts_json",
 ]
 CHARACTER_COLUMNS = [
     "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
@@ -138,7 +140,7 @@ def _load_yaml(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read overrides: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: overrides must be a mapping of level id → fields")
-    allowed = {"walk_speed", "exposure_compensation", "enabled", "note"}
+    allowed = {"walk_speed", "exposure_compensation", "enabled", "note", "starts"}
     for lid, fields in data.items():
         if not isinstance(fields, dict):
             raise ConfigError(f"{path}: overrides for '{lid}' must be a mapping")
@@ -146,6 +148,17 @@ def _load_yaml(path: Path) -> dict:
         if bad:
             raise ConfigError(f"{path}: unknown override key(s) {sorted(bad)} for '{lid}'; "
                               f"expected some of {sorted(allowed)}")
+        for key, lo, hi in (("walk_speed", 0.05, 20.0), ("exposure_compensation", -10.0, 10.0)):
+            v = fields.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)
+                                  or not lo <= v <= hi):
+                raise ConfigError(f"{path}: {lid}.{key}: expected a number in [{lo}, {hi}] "
+                                  f"({'m/s' if key == 'walk_speed' else 'EV stops'}), got {v!r}")
+        if "starts" in fields:
+            try:
+                fields["starts"] = parse_starts(fields["starts"], f"{path}: {lid}")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     return data
 
 
@@ -319,7 +332,9 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row.update(kind=kind, enabled=enabled, reason=reason,
                        walk_speed=ov.get("walk_speed"),
                        exposure_compensation=ov.get("exposure_compensation"),
-                       override_note=ov.get("note"))
+                       override_note=ov.get("note"),
+                       override_starts_json=json.dumps([[*p, yaw] for p, yaw in
+                                                        ov.get("starts", [])]))
             rows.append(row)
     df = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
     return df.sort_values("level_id", kind="stable").reset_index(drop=True)

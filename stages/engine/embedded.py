@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
+from ..core.spawns import is_start_node
 
 GRAVITY = 9.81
 SKIN = 0.01  # m kept between the capsule and any surface
@@ -155,8 +156,16 @@ class EmbeddedEngine:
         model = self.load_model(path, scale, up_axis)
         model.reparentTo(self.render)
         self.level_np = model
-        model.flattenLight()  # bake the import transforms into vertices (keeps node names)
         info = LevelInfo(level_id=level_id, bounds_min=(0, 0, 0), bounds_max=(0, 0, 0))
+        # markers before flattening: an empty node's transform does not survive it
+        for n in model.findAllMatches("**"):
+            p = n.getPos(self.render)
+            tags = {k: n.getTag(k) for k in n.getTagKeys()}
+            if is_start_node(n.getName(), tags):  # names and tags: stages.core.spawns
+                info.player_starts.append(((p.x, p.y, p.z), n.getH(self.render) % 360.0))
+            elif tags.get("role") == "poi":
+                info.pois.append((p.x, p.y, p.z))
+        model.flattenLight()  # bake the import transforms into vertices (keeps node names)
         removed = []
         for cam in model.findAllMatches("**/+Camera"):
             if cam.node().isOfType(LightLensNode.getClassType()):
@@ -212,12 +221,6 @@ class EmbeddedEngine:
             lo, hi = bounds
             info.bounds_min = (lo.x, lo.y, lo.z)
             info.bounds_max = (hi.x, hi.y, hi.z)
-        for n in model.findAllMatches("**/=role"):
-            p = n.getPos(self.render)
-            if n.getTag("role") == "player_start":
-                info.player_starts.append(((p.x, p.y, p.z), n.getH(self.render) % 360.0))
-            elif n.getTag("role") == "poi":
-                info.pois.append((p.x, p.y, p.z))
         for gnp in model.findAllMatches("**/+GeomNode"):
             b = gnp.getTightBounds(self.render)
             if b and gnp.getTag("dynamic") == "":
