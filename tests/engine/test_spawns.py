@@ -82,7 +82,8 @@ EGG_WORLD = """<CoordinateSystem> { Z-Up }
 <Group> world {
   <Group> ground {
     <VertexPool> g {
-      <Vertex> 0 { -20 -20 0 } <Vertex> 1 { 20 -20 0 } <Vertex> 2 { 20 20 0 } <Vertex> 3 { -20 20 0 }
+      <Vertex> 0 { -20 -20 0 } <Vertex> 1 { 20 -20 0 }
+      <Vertex> 2 { 20 20 0 } <Vertex> 3 { -20 20 0 }
     }
     <Polygon> { <VertexRef> { 0 1 2 3 <Ref> { g } } }
   }
