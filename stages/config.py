@@ -158,7 +158,8 @@ class ScreenConfig:
     width: int = 0
     height: int = 0
     spatial_samples: int = 1
-    # characters to screen with (inventory ids); empty: every walking character
+    # characters to screen with (inventory ids of the library being screened; a missing one
+    # stops the stage at start-up); empty: every usable walking character of that library
     characters: list[str] = field(default_factory=list)
     # added to the global seed, so screening clips differ from production trajectories
     seed_offset: int = 1000
@@ -177,6 +178,8 @@ class ScreenConfig:
     reject_clip_share: float = 0.4
     # the file of manual verdicts that override the automatic ones (relative to the repo root)
     review_file: str = "review/screen.yaml"
+    # contact-sheet tile width, px (at least 320: frames are scaled to it, reasons written on)
+    sheet_tile_w: int = 480
 
 
 @dataclass
@@ -358,6 +361,9 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
                               f"{sorted(RESOLUTION_PRESETS)} (or set {name}.width/height)")
         if sc.clips < 1 or sc.clip_s <= 0:
             raise ConfigError(f"{source}: {name}.clips must be >= 1 and {name}.clip_s > 0")
+    if obj.screen.sheet_tile_w < 320:
+        raise ConfigError(f"{source}: screen.sheet_tile_w {obj.screen.sheet_tile_w}: expected "
+                          ">= 320 px (tiles large enough to judge)")
     if not obj.cluster.nodes or len(set(obj.cluster.nodes)) != len(obj.cluster.nodes):
         raise ConfigError(f"{source}: cluster.nodes {obj.cluster.nodes}: expected distinct ids")
     if obj.cluster.node and obj.cluster.node not in obj.cluster.nodes:

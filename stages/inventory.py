@@ -34,6 +34,7 @@ import yaml
 from .config import ConfigError, InventoryConfig, load_params
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model
+from .core.spawns import parse_starts
 from .inventory_characters import _Probes, discover, inventory_characters
 from .parquet_io import write_parquet
 
@@ -43,7 +44,7 @@ LEVEL_COLUMNS = [
     "cameras", "animations", "dynamic_props", "player_starts", "pois", "extent_x_m",
     "extent_y_m", "extent_z_m", "bounds_json", "player_starts_json", "pois_json", "lighting",
     "up_axis", "coordinate_system", "coordinate_system_source", "scale", "walk_speed",
-    "exposure_compensation", "camera_scale", "override_note",
+    "exposure_compensation", "camera_scale", "override_note", "override_starts_json",
 ]
 
 
@@ -133,7 +134,8 @@ def _load_yaml(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read overrides: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: overrides must be a mapping of level id → fields")
-    allowed = {"walk_speed", "exposure_compensation", "enabled", "note"}
+    allowed = {"walk_speed", "exposure_compensation", "enabled", "note", "starts",
+               "camera_scale"}
     for lid, fields in data.items():
         if not isinstance(fields, dict):
             raise ConfigError(f"{path}: overrides for '{lid}' must be a mapping")
@@ -141,6 +143,20 @@ def _load_yaml(path: Path) -> dict:
         if bad:
             raise ConfigError(f"{path}: unknown override key(s) {sorted(bad)} for '{lid}'; "
                               f"expected some of {sorted(allowed)}")
+        for key, lo, hi in (("walk_speed", 0.05, 20.0), ("exposure_compensation", -10.0, 10.0),
+                            ("camera_scale", 0.1, 3.0)):
+            v = fields.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)
+                                  or not lo <= v <= hi):
+                unit = {"walk_speed": "m/s", "exposure_compensation": "EV stops",
+                        "camera_scale": "x the camera rig's distances"}[key]
+                raise ConfigError(f"{path}: {lid}.{key}: expected a number in [{lo}, {hi}] "
+                                  f"({unit}), got {v!r}")
+        if "starts" in fields:
+            try:
+                fields["starts"] = parse_starts(fields["starts"], f"{path}: {lid}")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
     return data
 
 
@@ -324,7 +340,9 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                        walk_speed=ov.get("walk_speed"),
                        exposure_compensation=ov.get("exposure_compensation"),
                        camera_scale=ov.get("camera_scale"),
-                       override_note=ov.get("note"))
+                       override_note=ov.get("note"),
+                       override_starts_json=json.dumps([[*p, yaw] for p, yaw in
+                                                        ov.get("starts", [])]))
             rows.append(row)
     df = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
     return df.sort_values("level_id", kind="stable").reset_index(drop=True)

@@ -129,6 +129,29 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print,
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def failure_rows(fails: pd.DataFrame, index: pd.DataFrame, clips: int, scorer: str
+                 ) -> list[dict]:
+    """One row (``view`` empty, ``ok`` false, the reason and the engine's text) per scoring
+    clip that failed Stage I or II; a failure of a whole level (trajectory -1: it did not load,
+    its engine process died) stands for each of its clips that has no other row, so selection
+    counts every clip the level should have given."""
+    rows: list[dict] = []
+    seen = {(r["level_id"], clip_index(r["trajectory"])) for r in index.to_dict("records")}
+    recs = fails.to_dict("records")
+    for r in recs:
+        c = clip_index(r["trajectory"])
+        if c >= 0:
+            seen.add((r["level_id"], c))
+    for r in recs:
+        c = clip_index(r["trajectory"])
+        for k in ([c] if c >= 0 else [k for k in range(clips) if (r["level_id"], k) not in seen]):
+            seen.add((r["level_id"], k))
+            rows.append({"level_id": r["level_id"], "clip": k, "view": "", "scorer": scorer,
+                         "frames_sampled": 0, "ok": False,
+                         "reason": f"{r['reason']}: {r['detail']}"[:300]})
+    return rows
+
+
 def score_levels(cfg: WmforgeConfig, inventory: Path, screen_levels: pd.DataFrame, out: Path,
                  log=print) -> pd.DataFrame:
     s = cfg.score
@@ -146,10 +169,7 @@ def score_levels(cfg: WmforgeConfig, inventory: Path, screen_levels: pd.DataFram
                            "clip": clip_index(r["trajectory"]), "view": v,
                            "video": root / r["path"] / f"{v}.mp4"})
     table = score_videos(videos, scorer, s.frames_per_view, log, s.sample_at, s.decode_workers)
-    failed = [{"level_id": r["level_id"], "clip": clip_index(r["trajectory"]), "view": "",
-               "scorer": scorer.name, "frames_sampled": 0, "ok": False,
-               "reason": f"{r['reason']}: {r['detail']}"[:300]}
-              for r in pd.concat([s1, s2], ignore_index=True).to_dict("records")]
+    failed = failure_rows(pd.concat([s1, s2], ignore_index=True), index, s.clips, scorer.name)
     if failed:
         table = pd.concat([table, pd.DataFrame(failed, columns=COLUMNS)], ignore_index=True)
     return table.sort_values(["level_id", "clip", "view"]).reset_index(drop=True)

@@ -29,6 +29,7 @@ from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.model_probe import normalize_coordinate_system
 from .datasets.clip_spans import clip_index
+from .media.contact_sheet import SheetClip, contact_sheet
 from .parquet_io import write_parquet
 from .quality.renderability import (
     LOAD_FAILURE,
@@ -42,10 +43,10 @@ from .stage_args import stage_args
 
 CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",
                 "airborne_walk_share", "hover_gap_share", "median_gap_m", "penetration_share",
-                "max_penetration_m", "reasons", "trajectory"]
+                "max_penetration_m", "reasons", "detail", "trajectory"]
 LEVEL_COLUMNS = ["level_id", "category", "clips", "clips_rendered", "auto_verdict",
                  "auto_reasons", "review_verdict", "review_note", "verdict", "reasons",
-                 "contact_sheet"]
+                 "detail", "contact_sheet"]
 
 
 class ReviewError(ValueError):
@@ -76,6 +77,27 @@ def walking_characters(chars: pd.DataFrame) -> list[str]:
     return sorted(ok["character_id"].astype(str))
 
 
+def screening_characters(chars: pd.DataFrame, wanted: list[str], where: str) -> list[str]:
+    """The characters screening uses: ``screen.characters`` when set (each must be a usable
+    character of the library being screened), else every usable walking character of it.
+    Raises ConfigError naming what is missing and what the library offers."""
+    walking = walking_characters(chars)
+    if wanted:
+        usable = set(chars[chars["ok"].astype(bool)]["character_id"].astype(str))
+        missing = [w for w in wanted if w not in usable]
+        if missing:
+            raise ConfigError(f"screen.characters: {', '.join(missing)}: not usable characters "
+                              f"of the library in {where}; its walking characters are: "
+                              f"{', '.join(walking) or 'none'} (leave screen.characters empty "
+                              "to screen with them all)")
+        return list(wanted)
+    if not walking:
+        raise ConfigError(f"screen.characters is empty and {where} lists no usable walking "
+                          "character: add one to the library (a character.json beside its "
+                          "model) or name one in screen.characters")
+    return walking
+
+
 def measure_clip(probe, render_dir: Path, th: DetectorThresholds) -> dict:
     """Hovering and interpenetration figures of one rendered clip against visible geometry."""
     fr = pd.read_parquet(render_dir / "frames.parquet").sort_values("frame")
@@ -90,42 +112,6 @@ def measure_clip(probe, render_dir: Path, th: DetectorThresholds) -> dict:
                              pens, th)
 
 
-def contact_sheet(level_id: str, clips: list[tuple[str, Path | None]], verdict: str,
-                  reasons: list[str], out: Path, per_clip: int = 4) -> None:
-    """A grid: one row per clip, ``per_clip`` back-view frames and one top-view frame."""
-    from PIL import Image, ImageDraw
-
-    from .media.video import read_frames
-
-    rows: list[tuple[str, list]] = []
-    for label, d in clips:
-        if d is None:
-            rows.append((label, []))
-            continue
-        back = read_frames(d / "back.mp4")
-        top = read_frames(d / "top.mp4")
-        picks = [back[round(i * (len(back) - 1) / max(1, per_clip - 1))] for i in range(per_clip)]
-        rows.append((label, picks + [top[len(top) // 2]]))
-    tw, th = 160, 90
-    for _, imgs in rows:
-        if imgs:
-            th = round(tw * imgs[0].shape[0] / imgs[0].shape[1])
-            break
-    head = 22
-    sheet = Image.new("RGB", (tw * (per_clip + 1), head + (th + 14) * max(1, len(rows))),
-                      (24, 24, 28))
-    draw = ImageDraw.Draw(sheet)
-    color = (90, 200, 120) if verdict == "pass" else (230, 90, 80)
-    draw.text((4, 4), f"{level_id}: {verdict.upper()} {' '.join(reasons)}", fill=color)
-    for i, (label, imgs) in enumerate(rows):
-        y = head + i * (th + 14)
-        draw.text((4, y), label, fill=(200, 200, 200))
-        for j, img in enumerate(imgs):
-            sheet.paste(Image.fromarray(img).resize((tw, th)), (j * tw, y + 12))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sheet.save(out, optimize=False)
-
-
 def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[str, dict],
                   library: Path, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
     from .engine.embedded import VisibleGeometryProbe
@@ -135,7 +121,7 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
     chars = pd.read_parquet(inventory / "characters.parquet")
     cand = levels[levels["enabled"].astype(bool)].sort_values("level_id")
     ids = cand["level_id"].astype(str).tolist()
-    who = list(s.characters) or walking_characters(chars)
+    who = screening_characters(chars, list(s.characters), str(inventory / "characters.parquet"))
     rcfg = clip_render_config(cfg, s.preset, s.width, s.height, s.spatial_samples, s.timeout_s)
     s1, index, s2 = run_clips(cfg, inventory, ids, s.clips, s.clip_s, s.seed_offset, who, rcfg,
                               out / "work", s.timeout_s, log)
@@ -148,6 +134,7 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
         f1 = s1[s1["level_id"] == lid]
         f2 = s2[s2["level_id"] == lid]
         engine_fail = []
+        details: list[str] = []
         for r in f1.to_dict("records"):
             engine_fail.append(NO_WALKABLE_REGION if r["reason"] == "no_walkable_region"
                                else LOAD_FAILURE)
@@ -155,7 +142,7 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
             engine_fail.append(LOAD_FAILURE)
         probe = None
         rendered = index[index["level_id"] == lid].sort_values("trajectory")
-        sheet_clips: list[tuple[str, Path | None]] = []
+        sheet_clips: list[SheetClip] = []
         reasons_per_clip: list[list[str]] = []
         if len(rendered):
             try:
@@ -163,6 +150,7 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
                                              normalize_coordinate_system(row["up_axis"]))
             except Exception as exc:  # noqa: BLE001 - a probe that cannot load is a failure
                 engine_fail.append(LOAD_FAILURE)
+                details.append(f"visible-geometry probe: {type(exc).__name__}: {exc}")
                 log(f"screen: {lid}: probe failed: {exc}")
         for r in rendered.to_dict("records"):
             d = root / r["path"]
@@ -175,32 +163,40 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
                 walks = str(meta.get("character", {}).get("locomotion", "walk")) == "walk"
                 reasons = clip_reasons(m, th, walks)
             reasons_per_clip.append(reasons)
-            sheet_clips.append((f"{r['trajectory']} {r['character_id']} "
-                                f"{' '.join(reasons) or 'ok'}", d))
+            sheet_clips.append(SheetClip(f"{r['trajectory']} {r['character_id']}", d, reasons))
             clip_rows.append({"level_id": lid, "clip": clip, "character_id": r["character_id"],
                               "stage1": "ok", "stage2": "ok", **m, "reasons": ",".join(reasons),
-                              "trajectory": str(r["trajectory"])})
+                              "detail": "", "trajectory": str(r["trajectory"])})
         for r in f1.to_dict("records"):
+            code = NO_WALKABLE_REGION if r["reason"] == "no_walkable_region" else LOAD_FAILURE
+            detail = f"Stage I {r['reason']}: {r['detail']}"
+            details.append(detail)
             clip_rows.append({"level_id": lid, "clip": clip_index(r["trajectory"]),
-                              "stage1": r["reason"], "stage2": "not_run",
-                              "reasons": NO_WALKABLE_REGION if r["reason"] ==
-                              "no_walkable_region" else LOAD_FAILURE})
-            sheet_clips.append((f"clip {r['trajectory']}: {r['reason']}", None))
+                              "stage1": r["reason"], "stage2": "not_run", "reasons": code,
+                              "detail": detail, "trajectory": str(r["trajectory"])})
+            label = ("every clip (the level)" if str(r["trajectory"]) == "-1"
+                     else f"clip {r['trajectory']}")
+            sheet_clips.append(SheetClip(label, None, [code], detail))
         for r in f2.to_dict("records"):
+            detail = f"Stage II {r['reason']}: {r['detail']}"
+            details.append(detail)
             clip_rows.append({"level_id": lid, "clip": clip_index(r["trajectory"]),
-                              "stage1": "ok", "stage2": r["reason"], "reasons": LOAD_FAILURE})
-            sheet_clips.append((f"{r['trajectory']}: render {r['reason']}", None))
+                              "stage1": "ok", "stage2": r["reason"], "reasons": LOAD_FAILURE,
+                              "detail": detail, "trajectory": str(r["trajectory"])})
+            sheet_clips.append(SheetClip(f"{r['trajectory']} render", None, [LOAD_FAILURE],
+                                         detail))
         auto, reasons = level_verdict(reasons_per_clip, engine_fail, s.reject_clip_share)
         rv = review.get(lid)
         final = rv["verdict"] if rv else auto
         sheet = out / "sheets" / f"{lid.replace('/', '__')}.png"
-        contact_sheet(lid, sheet_clips, final, reasons, sheet)
+        contact_sheet(lid, sheet_clips, final, reasons, sheet, s.sheet_tile_w)
         level_rows.append({"level_id": lid, "category": row.get("category"),
                            "clips": s.clips, "clips_rendered": len(rendered),
                            "auto_verdict": auto, "auto_reasons": ",".join(reasons),
                            "review_verdict": rv["verdict"] if rv else None,
                            "review_note": rv["note"] if rv else None, "verdict": final,
                            "reasons": "" if final == "pass" and rv else ",".join(reasons),
+                           "detail": " | ".join(dict.fromkeys(details))[:2000],
                            "contact_sheet": str(sheet.relative_to(out))})
         log(f"screen: {lid}: {final}{' (review)' if rv else ''} {','.join(reasons)}")
     clips_df = pd.DataFrame(clip_rows, columns=CLIP_COLUMNS).sort_values(
@@ -216,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     args, cfg = parsed
     try:
         review = read_review(Path(cfg.screen.review_file))
+        chars = Path(args.inventory) / "characters.parquet"
+        screening_characters(pd.read_parquet(chars), list(cfg.screen.characters), str(chars))
     except (ConfigError, ReviewError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,9 @@
 A view passes when its aesthetic score clears the scorer's bar (``select.aes_min`` for LAION,
 higher is better; ``select.brisque_max`` for BRISQUE, lower is better) and its mean luma lies
 strictly between ``select.lum_min`` and ``select.lum_max``. A level is retained when more than
-``select.level_pass_share`` of its sampled views pass. Outputs ``levels.parquet``,
+``select.level_pass_share`` of its sampled views pass; a scoring clip that failed Stage I or II
+counts as five failed views (its reason in ``failures``), so a level that mostly fails to render
+cannot be kept on the few clips that did. Outputs ``levels.parquet``,
 ``metrics.json`` (DVC metrics: levels in, retained, pass-rate distribution) and a plot of
 retained levels against the aesthetic threshold. When every level is rejected the stage stops,
 saying which threshold rejected how many levels.
@@ -23,7 +25,8 @@ from .parquet_io import write_parquet
 from .stage_args import stage_args
 
 COLUMNS = ["level_id", "verdict", "retained", "reason", "views", "views_passed", "pass_rate",
-           "aes_mean", "lum_mean", "screen_reasons"]
+           "aes_mean", "lum_mean", "screen_reasons", "clips_failed", "failures"]
+VIEWS_PER_CLIP = 5  # a scoring clip that never rendered counts as this many failed views
 
 
 class SelectionError(RuntimeError):
@@ -47,6 +50,7 @@ def select_levels(views: pd.DataFrame, screen: pd.DataFrame, cfg: SelectConfig, 
     """One row per screened level: retained or not, and why."""
     v = views[views["view"] != ""].copy()
     v["pass"] = view_passes(v, cfg, scorer)
+    failed = views[views["view"] == ""]
     rows = []
     for r in screen.sort_values("level_id").to_dict("records"):
         lid = r["level_id"]
@@ -54,21 +58,28 @@ def select_levels(views: pd.DataFrame, screen: pd.DataFrame, cfg: SelectConfig, 
             rows.append({"level_id": lid, "verdict": "rejected", "retained": False,
                          "reason": f"screen:{r['reasons'] or 'review'}", "views": 0,
                          "views_passed": 0, "pass_rate": 0.0, "aes_mean": None,
-                         "lum_mean": None, "screen_reasons": r["reasons"]})
+                         "lum_mean": None, "screen_reasons": r["reasons"], "clips_failed": 0,
+                         "failures": ""})
             continue
         lv = v[v["level_id"] == lid]
-        n, k = len(lv), int(lv["pass"].sum())
+        fl = failed[failed["level_id"] == lid]
+        # a clip that failed Stage I or II is a failed sample: all its views count, unpassed
+        n, k = len(lv) + VIEWS_PER_CLIP * len(fl), int(lv["pass"].sum())
         rate = k / n if n else 0.0
-        keep = n > 0 and rate > cfg.level_pass_share
+        keep = len(lv) > 0 and rate > cfg.level_pass_share
         reason = "" if keep else ("score:no_views" if n == 0 else
                                   f"score:pass_rate {rate:.2f} <= {cfg.level_pass_share}")
+        codes = [str(x).split(":", 1)[0] for x in fl.get("reason", pd.Series(dtype=str))]
+        failures = "; ".join(f"{c} x{codes.count(c)}" for c in sorted(set(codes)))
         rows.append({"level_id": lid, "verdict": "retained" if keep else "rejected",
                      "retained": keep, "reason": reason, "views": n, "views_passed": k,
                      "pass_rate": round(rate, 6),
-                     "aes_mean": round(float(pd.to_numeric(lv["aes"]).mean()), 6) if n else None,
+                     "aes_mean": (round(float(pd.to_numeric(lv["aes"]).mean()), 6)
+                                  if len(lv) else None),
                      "lum_mean": (round(float(pd.to_numeric(lv["lum_mean"]).mean()), 6)
-                                  if n else None),
-                     "screen_reasons": r["reasons"]})
+                                  if len(lv) else None),
+                     "screen_reasons": r["reasons"], "clips_failed": len(fl),
+                     "failures": failures})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -338,3 +338,37 @@ def test_pools_stage_binds_each_node_to_one_pool(tmp_path):
     assert sorted(p0["level_id"]) == sorted(sel[sel["retained"]]["level_id"])
     assert p0.groupby("level_id")["node"].nunique().max() == 1  # one pool per level
     assert set(p0["node"]) <= {"a", "b", "c"}
+
+
+def test_selection_counts_failed_scoring_clips():
+    """A scoring clip that failed Stage I or II is a failed sample of its level (issue 19,
+    point 7): the level whose clips mostly failed is rejected, its reasons kept."""
+    from stages.config import SelectConfig
+    from stages.score import failure_rows
+    from stages.select import select_levels
+
+    def view_rows(level, clips):
+        return [{"level_id": level, "clip": c, "view": v, "scorer": "brisque", "aes": 20.0,
+                 "lum_mean": 100.0, "ok": True, "reason": ""}
+                for c in clips for v in ("back", "left", "right", "top", "fp")]
+
+    index = pd.DataFrame([{"level_id": lv, "trajectory": f"traj_{c:04d}"}
+                          for lv, cs in (("P/Good", range(4)), ("P/Flaky", [0])) for c in cs])
+    s1 = pd.DataFrame([{"level_id": "P/Flaky", "trajectory": 1, "reason": "no_walkable_region",
+                        "detail": "24 spawn candidates did not settle"},
+                       {"level_id": "P/Flaky", "trajectory": -1, "reason": "engine_crashed",
+                        "detail": "signal 11 (after 3 attempts)"}])
+    fails = failure_rows(s1, index, 4, "brisque")
+    assert sorted((r["level_id"], r["clip"]) for r in fails) == [
+        ("P/Flaky", 1), ("P/Flaky", 2), ("P/Flaky", 3)]
+    views = pd.DataFrame(view_rows("P/Good", range(4)) + view_rows("P/Flaky", [0]) + fails)
+    screen = pd.DataFrame([{"level_id": lv, "verdict": "pass", "reasons": ""}
+                           for lv in ("P/Good", "P/Flaky")])
+    out = select_levels(views, screen, SelectConfig(level_pass_share=0.5), "brisque")
+    out = out.set_index("level_id")
+    assert bool(out.loc["P/Good", "retained"]) and out.loc["P/Good", "pass_rate"] == 1.0
+    # one clip of four rendered and passed: 5 of 20 views, not 5 of 5
+    assert not bool(out.loc["P/Flaky", "retained"])
+    assert out.loc["P/Flaky", "pass_rate"] == pytest.approx(0.25)
+    assert out.loc["P/Flaky", "clips_failed"] == 3
+    assert out.loc["P/Flaky", "failures"] == "engine_crashed x2; no_walkable_region x1"

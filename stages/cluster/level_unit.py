@@ -69,6 +69,27 @@ def _opt_float(v: object) -> float | None:
     return float(v)  # type: ignore[arg-type]
 
 
+def _num(v: object) -> float | None:
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return f if f == f else None  # NaN (a missing parquet value) is no override
+
+
+def level_overrides(row: dict) -> dict:
+    """The per-level overrides of an inventory row that shape Stage I and Stage II:
+    ``walk_speed`` (m/s, replaces every character's), ``exposure_compensation`` (EV, Stage II),
+    ``starts`` ([[x, y, z, yaw_deg], …] from overrides.yaml, tried after the level's own)."""
+    try:
+        starts = json.loads(str(row.get("override_starts_json") or "[]"))
+    except ValueError:
+        starts = []
+    return {"walk_speed": _num(row.get("walk_speed")),
+            "exposure_compensation": _num(row.get("exposure_compensation")),
+            "starts": [[float(c) for c in s] for s in starts]}
+
+
 def level_dir_name(level_id: str) -> str:
     return level_id.replace("/", "__")
 
@@ -142,7 +163,8 @@ class LevelUnit:
         self.indices, self.render = indices, render
         self.phase = "stage1" if indices is not None else ("render" if render else "done")
         self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
-                                                         "up_axis")}) if indices else ""
+                                                         "up_axis") if k in row}
+                                    | level_overrides(row)) if indices else ""
         self.out = ctx.traj_root / level_dir_name(self.level_id)
         self.stage1_failures: list[dict] = []
         self.render_failures: list[dict] = []
@@ -209,6 +231,7 @@ class LevelUnit:
         if not missing:
             return None
         ctx, cfg = self.ctx, self.ctx.cfg
+        over = level_overrides(self.row)
         folder = slot_dir / instance
         folder.mkdir(parents=True)
         spec = {
@@ -219,7 +242,12 @@ class LevelUnit:
             "camera_scale": _opt_float(self.row.get("camera_scale")),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
             "seed": cfg.seed, "engine": asdict(cfg.engine),
-            "characters": [asdict(s) for s in ctx.specs],
+            "characters": [asdict(s) | ({"walk_speed": over["walk_speed"]}
+                                        if over.get("walk_speed") else {})
+                           for s in ctx.specs],
+            "starts": over["starts"],
+            "level_record": {k: over[k] for k in ("walk_speed", "exposure_compensation")
+                             if over.get(k) is not None},
             "actions": asdict(cfg.trajectories.actions), "spawn": asdict(cfg.trajectories.spawn),
             "cameras": asdict(cfg.trajectories.cameras),
             "camera_rays": cfg.trajectories.camera_rays,

@@ -21,6 +21,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .spawns import is_start_node
+
 LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
 UNREAL_PACKAGE_TAG = 0x9E2A83C1
 
@@ -282,7 +284,8 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
         extras = node.get("extras", {}) or {}
         pos = conv(world.apply((0, 0, 0)))
         role = extras.get("role", "")
-        if role == "player_start" or name.startswith("PlayerStart"):
+        if is_start_node(name, {k: str(v) for k, v in extras.items()}
+                         if isinstance(extras, dict) else {}):
             probe.player_starts.append(pos)
         if role == "poi" or name.startswith("POI"):
             probe.pois.append(pos)

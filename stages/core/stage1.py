@@ -18,6 +18,7 @@ from typing import Any
 from .actions import ACTIONS, DIRECTIONS
 from .cameras import CameraRigConfig, collapse_stats, compute_tracks
 from .engine_types import CharacterSpec, LevelInfo
+from .spawns import Candidate, column_floors, pick_floor, start_ground
 from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
 
 
@@ -64,6 +65,12 @@ class SpawnConfig:
     warmup_frames: int = 10
     # respawn when the character falls this far below the level's lowest point, m
     fall_limit_m: float = 5.0
+    # share of trajectories (and respawns) that begin at a start (the level's start nodes, then
+    # overrides.yaml starts) when the level has any; the rest, and any start that fails, try
+    # sampled floors (1.0: starts first, always)
+    start_share: float = 1.0
+    # a sampled surface narrower than this many capsule diameters (a wall top) is not a floor
+    min_floor_width_caps: float = 3.0
 
 
 def validate_action_config(cfg: ActionConfig, key: str = "trajectories.actions") -> None:
@@ -114,8 +121,14 @@ class Stage1Controller:
                  actions: ActionConfig, spawn: SpawnConfig, rig: CameraRigConfig,
                  level_scale: float = 1.0, level_up_axis: str | None = None,
                  camera_rays: bool = True, camera_scale: float | None = None,
-                 resolved_config: dict | None = None):
+                 resolved_config: dict | None = None,
+                 extra_starts: list[tuple[tuple[float, float, float], float]] | None = None,
+                 level_record: dict | None = None):
         validate_action_config(actions)
+        # starts the user listed for this level (overrides.yaml), tried after the level's own
+        self.extra_starts = list(extra_starts or [])
+        # recorded under meta.json "level" beside path, scale, up axis (per-level overrides)
+        self.level_record = dict(level_record or {})
         self.engine = engine
         self.level_path, self.level_id = level_path, level_id
         self.level_scale, self.level_up_axis = level_scale, level_up_axis
@@ -175,30 +188,57 @@ class Stage1Controller:
         self.props: list[dict] = []
         self.segment = 0
         self.attempts = 0
+        self.spawns: list[dict] = []
         self.failure: tuple[str, str] | None = None
         self._candidates = self._spawn_candidates()
         self.state = "prepare"
 
-    def _spawn_candidates(self) -> list[tuple[tuple[float, float, float], float]]:
+    def _spawn_candidates(self) -> list[Candidate]:
+        """Starts first (the level's own, then overrides.yaml's), then sampled columns: around
+        points of interest (preferring the floor nearest the POI's height) and big static parts,
+        then anywhere inside the level's bounds."""
         assert self.level is not None
         rng = self.rng
-        starts = list(self.level.player_starts)
+        starts = [Candidate("start", *p, yaw) for p, yaw in self.level.player_starts]
         rng.shuffle(starts)
+        starts += [Candidate("override", *p, yaw) for p, yaw in self.extra_starts]
         near = []
-        for c in self.level.large_objects + self.level.pois:
+        for c, hint in [(c, c[2]) for c in self.level.pois] + [
+                (c, None) for c in self.level.large_objects]:
             for _ in range(2):
                 a = rng.uniform(0, 2 * math.pi)
                 r = rng.uniform(2.0, 6.0)
-                near.append(((c[0] + r * math.cos(a), c[1] + r * math.sin(a), c[2]),
-                             rng.uniform(0, 360)))
+                near.append(Candidate("sampled", c[0] + r * math.cos(a), c[1] + r * math.sin(a),
+                                      None, rng.uniform(0, 360), hint))
         rng.shuffle(near)
         lo, hi = self.level.bounds_min, self.level.bounds_max
-        rand = [((rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1]), hi[2]),
-                 rng.uniform(0, 360)) for _ in range(self.scfg.max_attempts)]
+        rand = [Candidate("sampled", rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1]), None,
+                          rng.uniform(0, 360)) for _ in range(self.scfg.max_attempts)]
+        if starts and rng.random() >= self.scfg.start_share:
+            return near + rand + starts
         return starts + near + rand
 
+    def _spawn_height(self, c: Candidate) -> float | None:
+        """The height of the floor a candidate spawns on, or None when it has none."""
+        assert self.level is not None
+        ch = self.char
+        ray = self.engine.raycast
+        lo, hi = self.level.bounds_min, self.level.bounds_max
+        cos_max = math.cos(math.radians(ch.max_slope_deg))
+        if c.z is not None:
+            hit = start_ground(ray, c.x, c.y, c.z, depth=c.z - lo[2] + 5.0)
+            if hit is None or hit.normal[2] < cos_max:
+                return None
+            return float(hit.position[2])
+        reach = 10.0 + math.dist(lo, hi)
+        floors = column_floors(ray, c.x, c.y, hi[2] + 5.0, lo[2] - 5.0, ch.total_height,
+                               ch.step_height, ch.max_slope_deg,
+                               self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach)
+        f = pick_floor(floors, c.hint_z, self.rng.randrange)
+        return None if f is None else f.z
+
     def _on_prepare(self) -> None:
-        """Pick a candidate, find the surface below it, drop the character from above."""
+        """Pick a candidate, find the floor it stands on, drop the character from above."""
         assert self.level is not None
         while True:
             if self.attempts >= self.scfg.max_attempts or not self._candidates:
@@ -207,17 +247,19 @@ class Stage1Controller:
                 self.state = "exit_runtime"
                 return
             self.attempts += 1
-            (x, y, z), yaw = self._candidates.pop(0)
-            top = self.level.bounds_max[2] + 5.0
-            hit = self.engine.raycast((x, y, max(z, 0.0) + 2.0 if z < top else top),
-                                      (x, y, self.level.bounds_min[2] - 5.0))
-            if hit is None or hit.normal[2] < math.cos(math.radians(self.char.max_slope_deg)):
+            c = self._candidates.pop(0)
+            z = self._spawn_height(c)
+            if z is None:
                 continue
             lift = self.scfg.drop_height_m + (self.char.height_offset
                                               if self.char.locomotion != "walk" else 0.0)
-            self.engine.spawn_character(self.char, (x, y, hit.position[2] + lift), yaw)
+            self.engine.spawn_character(self.char, (c.x, c.y, z + lift), c.yaw)
             self._capsule = self._observed_capsule()
-            self.yaw = yaw
+            self.yaw = c.yaw
+            if self.spawns and self.spawns[-1]["segment"] == self.segment:
+                self.spawns.pop()  # the previous candidate of this segment did not settle
+            self.spawns.append({"segment": self.segment, "kind": c.kind,
+                                "position": [c.x, c.y, z]})
             self._settle_t = 0
             self._stable = 0
             self._warm = 0
@@ -406,7 +448,8 @@ class Stage1Controller:
             "engine_version": getattr(self.engine, "version", "?"),
             "config": self.resolved_config, "segments": self.segment + 1,
             "level": {"path": self.level_path, "scale": self.level_scale,
-                      "up_axis": self.level_up_axis},
+                      "up_axis": self.level_up_axis, **self.level_record},
+            "spawns": self.spawns,
             "action_stats": action_stats([f["action"] for f in self.frames]),
             "character": {"visual_height_m": self.char.visual_height,
                           "locomotion": self.char.locomotion, "model": self.char.model_path,

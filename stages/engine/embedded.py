@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
+from ..core.spawns import is_start_node
 
 GRAVITY = 9.81
 SKIN = 0.01  # m kept between the capsule and any surface
@@ -173,8 +174,16 @@ class EmbeddedEngine:
         model = self.load_model(path, scale, up_axis)
         model.reparentTo(self.render)
         self.level_np = model
-        model.flattenLight()  # bake the import transforms into vertices (keeps node names)
         info = LevelInfo(level_id=level_id, bounds_min=(0, 0, 0), bounds_max=(0, 0, 0))
+        # markers before flattening: an empty node's transform does not survive it
+        for n in model.findAllMatches("**"):
+            p = n.getPos(self.render)
+            tags = {k: n.getTag(k) for k in n.getTagKeys()}
+            if is_start_node(n.getName(), tags):  # names and tags: stages.core.spawns
+                info.player_starts.append(((p.x, p.y, p.z), n.getH(self.render) % 360.0))
+            elif tags.get("role") == "poi":
+                info.pois.append((p.x, p.y, p.z))
+        model.flattenLight()  # bake the import transforms into vertices (keeps node names)
         removed = []
         for cam in model.findAllMatches("**/+Camera"):
             if cam.node().isOfType(LightLensNode.getClassType()):
@@ -230,12 +239,6 @@ class EmbeddedEngine:
             lo, hi = bounds
             info.bounds_min = (lo.x, lo.y, lo.z)
             info.bounds_max = (hi.x, hi.y, hi.z)
-        for n in model.findAllMatches("**/=role"):
-            p = n.getPos(self.render)
-            if n.getTag("role") == "player_start":
-                info.player_starts.append(((p.x, p.y, p.z), n.getH(self.render) % 360.0))
-            elif n.getTag("role") == "poi":
-                info.pois.append((p.x, p.y, p.z))
         for gnp in model.findAllMatches("**/+GeomNode"):
             b = gnp.getTightBounds(self.render)
             if b and gnp.getTag("dynamic") == "":
@@ -405,7 +408,8 @@ class EmbeddedEngine:
                                             - step))
                 if below is not None and self._walkable(below.normal):
                     n = below.normal
-            if self._walkable(n) and down[2] - self._pos[2] <= step + 1e-4 and moved > 1e-5:
+            if (self._walkable(n) and down[2] - self._pos[2] <= step + 1e-4 and moved > 1e-5
+                    and not self._climbs_steep(down)):
                 self._pos, self._normal = down, n
                 return
         elif math.hypot(across[0] - self._pos[0], across[1] - self._pos[1]) > 1e-5:
@@ -418,12 +422,57 @@ class EmbeddedEngine:
         # 2) flat path: steep surfaces are walls
         flat, _ = self._slide(self._pos, delta, walls_vertical=True, push_speed=speed)
         snapped, hit = self._ground_probe(flat, step)
+        if hit is not None and self._walkable(_n(hit)) and self._climbs_steep(snapped):
+            return  # a rough steep face: held at its foot, as at a wall
         if hit is not None and self._walkable(_n(hit)):
             self._pos, self._normal = snapped, _n(hit)
         else:
             self._pos = flat
             self._grounded = False
             self._vz = 0.0
+
+    def _climbs_steep(self, end: Vec3) -> bool:
+        """True when moving from the current position to ``end`` (capsule centres) climbs ground
+        steeper than the walkable limit. A rise a walkable slope cannot explain must be a step:
+        the ground over a baseline behind ``end`` and ahead of it must stay within the limit,
+        the baseline long enough that one riser of the step height reads as walkable. A rough or
+        terraced face steeper than the limit is made of small walkable ledges, each a legal
+        step on its own, and must not be climbed ledge by ledge."""
+        assert self.spec is not None
+        rise = end[2] - self._pos[2]
+        dx, dy = end[0] - self._pos[0], end[1] - self._pos[1]
+        run = math.hypot(dx, dy)
+        tan_max = math.tan(math.radians(self.spec.max_slope_deg))
+        if run < 1e-6 or rise <= 1e-3:
+            return False
+        ux, uy = dx / run, dy / run
+        base = max(2 * self.spec.capsule_radius, self.spec.step_height / max(tan_max, 0.05))
+        allowed = base * tan_max + 1e-3
+        lift = allowed + self.spec.step_height
+        above = self.raycast(end, (end[0], end[1], end[2] + lift))
+        top = end[2] + lift if above is None else above.position[2] - 0.02
+        depth = top - (end[2] - self._centre_offset() - lift)
+
+        def ground(x: float, y: float) -> float | None:
+            hit = self.raycast((x, y, top), (x, y, top - depth))
+            return None if hit is None else hit.position[2]
+
+        here = ground(end[0], end[1])
+        if here is None:
+            return False
+        behind = ground(end[0] - ux * base, end[1] - uy * base)
+        if behind is not None and here - behind > allowed:
+            return True  # came up faster than the limit allows
+        # ground rising steeply next to us, in the direction of travel or along the fall line
+        # (a diagonal path up a steep face is shallow, the face is not); rises taller than a
+        # step over the baseline are walls, not ground
+        d = math.sqrt(0.5)
+        for cx, cy in ((ux, uy), (1, 0), (-1, 0), (0, 1), (0, -1), (d, d), (-d, -d), (d, -d),
+                       (-d, d)):
+            z = ground(end[0] + cx * base, end[1] + cy * base)
+            if z is not None and allowed < z - here <= lift:
+                return True
+        return False
 
     def _air_move(self, delta: Vec3, dt: float, speed: float) -> None:
         self._vz -= GRAVITY * dt

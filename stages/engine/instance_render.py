@@ -121,7 +121,10 @@ class InstanceRenderer:
 
         lv = meta.get("level") or {}
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
+        ev = float(lv.get("exposure_compensation") or 0.0)  # per-level override, stops
         key = f"{path}|{lv.get('scale', 1.0)}|{lv.get('up_axis')}"
+        self._renderer().set_exposure(ev)
+        self.level_report["exposure_compensation"] = ev
         if key == self.level_key:
             return
         if not path.is_file():
@@ -141,7 +144,8 @@ class InstanceRenderer:
                              "textures_full_res": rep.textures_full_res, "lights": rep.lights,
                              "dynamic_props": rep.props,
                              "warmup_frames": self.s["warmup_frames"],
-                             "lighting": lighting.get("preset") or lighting.get("lighting")}
+                             "lighting": lighting.get("preset") or lighting.get("lighting"),
+                             "exposure_compensation": ev}
         self.level_key = key
 
     def _ensure_character(self, meta: dict) -> None:

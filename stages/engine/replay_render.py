@@ -45,6 +45,7 @@ uniform sampler2D atlas;
 uniform ivec2 origins[64];
 uniform int nsamples;
 uniform ivec2 region;
+uniform float exposure;  // 2^EV, applied in linear light (per-level exposure_compensation)
 out vec4 color;
 vec3 to_lin(vec3 c) { return mix(c / 12.92, pow((c + 0.055) / 1.055, vec3(2.4)),
                                  step(0.04045, c)); }
@@ -56,7 +57,7 @@ void main() {
     for (int k = 0; k < nsamples; ++k) {
         acc += to_lin(texelFetch(atlas, origins[k] + p, 0).rgb);
     }
-    color = vec4(to_srgb(acc / float(nsamples)), 1.0);
+    color = vec4(to_srgb(clamp(acc / float(nsamples) * exposure, 0.0, 1.0)), 1.0);
 }
 """
 
@@ -296,6 +297,7 @@ class ReplayRenderer:
         dr = self.resolve.makeDisplayRegion()
         dr.setCamera(cam)
         shader = Shader.make(Shader.SL_GLSL, RESOLVE_VERT, RESOLVE_FRAG)
+        self.resolve_cards: list[Any] = []
         for v, view in enumerate(VIEWS):
             cm = CardMaker(f"card_{view}")
             cm.setFrame(v, v + 1, 0, 1)
@@ -310,8 +312,15 @@ class ReplayRenderer:
             card.setShaderInput("origins", origins)
             card.setShaderInput("nsamples", self.N)
             card.setShaderInput("region", (v * self.W, 0))
+            card.setShaderInput("exposure", 1.0)
+            self.resolve_cards.append(card)
         self.resolve_root = root
         del aw, ah
+
+    def set_exposure(self, ev: float) -> None:
+        """Exposure compensation in stops, applied to linear light before the sRGB encode."""
+        for card in self.resolve_cards:
+            card.setShaderInput("exposure", float(2.0 ** ev))
 
     # ------------------------------------------------------------------ level
 

@@ -112,7 +112,9 @@ def controller_from_spec(engine: Any, spec: dict) -> Stage1Controller:
         CameraRigConfig(**spec["cameras"]), level_scale=float(spec["scale"]),
         level_up_axis=spec.get("up_axis"), camera_rays=bool(spec["camera_rays"]),
         camera_scale=spec.get("camera_scale"),
-        resolved_config=spec.get("resolved_config") or {})
+        resolved_config=spec.get("resolved_config") or {},
+        extra_starts=[((s[0], s[1], s[2]), s[3]) for s in spec.get("starts") or []],
+        level_record=spec.get("level_record") or {})
 
 
 def run_spec(spec: dict, engine: Any, log=print) -> int:
