@@ -3,6 +3,7 @@ has collapsed (boom below 30% of the distance configured for that view and level
 boom ratio and the character's projected share of the image (issue #18, §6.3).
 
 Run: .venv/bin/python tests/benchmarks/bench_cameras.py [library root] [trajectories] [frames]
+     [nofit]   (nofit: judge against the nominal rig, without fitting it to the free space)
 Prints one line per level and view; the target is < 10% collapsed for every external view.
 """
 
@@ -25,6 +26,8 @@ def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else cfg.library.root)
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 4
     frames = int(sys.argv[3]) if len(sys.argv) > 3 else 300
+    if len(sys.argv) > 4 and sys.argv[4] == "nofit":
+        cfg.trajectories.cameras.fit_to_space = False
     inv = run_inventory(root, cfg.inventory, cfg.library.overrides_file)
     specs = character_specs(inv.characters, root, ["CharacterPack/Alex"])
     worst = 0.0
