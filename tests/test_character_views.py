@@ -323,6 +323,16 @@ def test_camera_never_enters_the_body_and_marks_such_frames_blocked(tmp_path):
     from stages.core.cameras import collapse_stats
     st = collapse_stats(rows)["back"]
     assert st["collapsed_share"] == 1.0 and st["blocked_share"] == 1.0
+    # a 2.7 m long quadruped (capsule radius 0.75 m): the camera stays outside its whole body,
+    # not only its capsule, in every external view, with or without occluders
+    from stages.core.cameras import compute_tracks
+    for rays in (None, lambda a, b: [0.05]):  # no occluder / a solid one right at the target
+        quad = compute_tracks([(0.0, 0.0, 0.0)] * 3, [0.0] * 3, 1.4, rig, rays,
+                              body_radius=0.75, body_width=2.7)
+        for r in quad:
+            if r["view"] != "fp":
+                horiz = (r["pos_x"] ** 2 + r["pos_y"] ** 2) ** 0.5
+                assert horiz > 1.35 + 0.2 or r["pos_z"] > 1.4 + 0.2, r
 
 
 def test_first_person_view_does_not_draw_the_characters_own_body(tmp_path):

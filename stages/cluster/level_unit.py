@@ -56,6 +56,7 @@ def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
             scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
             model_path=str(library / str(r["model_path"])),
             up_axis=normalize_coordinate_system(r.get("up_axis")),
+            footprint=_opt_float(r.get("footprint_m")) or 0.0,
             animations=json.loads(str(r["animation_json"]))))
     if not specs:
         raise ConfigError("no usable character in characters.parquet")

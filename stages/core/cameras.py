@@ -242,11 +242,28 @@ def _world(p: Vec3, yaw_deg: float, off: Vec3) -> Vec3:
     return (p[0] + off[0] * c - off[1] * s, p[1] + off[0] * s + off[1] * c, p[2] + off[2])
 
 
+def body_exit(direction: Vec3, radius: float, height: float, target_z: float) -> float:
+    """Distance from the look-at target (``target_z`` above the feet, on the body's axis) along
+    ``direction`` to leave the character's body: a vertical cylinder of ``radius`` from the feet
+    to ``height`` (the visual bounds, arms and tails included)."""
+    u = _norm(direction)
+    h = math.hypot(u[0], u[1])
+    t = radius / h if h > 1e-9 else math.inf
+    if u[2] > 1e-9:
+        t = min(t, (height - target_z) / u[2])
+    elif u[2] < -1e-9:
+        t = min(t, target_z / -u[2])
+    return max(t, 0.0)
+
+
 def fit_scales(positions: Sequence[Vec3], yaws_deg: Sequence[float], hgt: float,
-               rig: CameraRigConfig, rays: RaysFn | None) -> dict[str, float]:
+               rig: CameraRigConfig, rays: RaysFn | None,
+               floor: dict[str, float] | None = None) -> dict[str, float]:
     """Per external view, the share of its nominal distance that the free space along it
     allows over the trajectory (median of the per-frame free distance), in
-    [fit_min_scale, 1]; 1 everywhere when fitting is off or there are no rays."""
+    [max(fit_min_scale, floor[view]), 1]; 1 everywhere when fitting is off or there are no
+    rays. ``floor`` keeps a fitted rig well outside a large character's body."""
+    floor = floor or {}
     if rays is None or not rig.fit_to_space or not positions:
         return dict.fromkeys(EXTERNAL, 1.0)
     offs = _offsets(hgt, rig, rig.distance_scale)
@@ -263,7 +280,7 @@ def fit_scales(positions: Sequence[Vec3], yaws_deg: Sequence[float], hgt: float,
             ratios.append(free / full if full > 1e-9 else 1.0)
         ratios.sort()
         med = ratios[len(ratios) // 2]
-        out[view] = min(1.0, max(rig.fit_min_scale, med))
+        out[view] = min(1.0, max(rig.fit_min_scale, floor.get(view, 0.0), med))
     return out
 
 
@@ -274,20 +291,30 @@ def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_
     """Rows of cameras.parquet (frame-major, views in VIEWS order).
 
     ``rays(a, b)`` returns the fractions of every surface crossing on the segment a→b (sorted);
-    ``body_radius`` is the capsule radius the engine built; ``level_scale`` replaces
+    ``body_radius`` is the capsule radius the engine built, ``body_width`` the character's
+    visual footprint (its largest horizontal extent, m); ``level_scale`` replaces
     ``rig.distance_scale`` for this level (overrides.yaml ``camera_scale``)."""
     hgt = max(visual_height, rig.min_framing_m)
     if level_scale is not None:
         rig = CameraRigConfig(**{**rig.__dict__, "distance_scale": float(level_scale)})
-    fit = fit_scales(positions, yaws_deg, hgt, rig, rays)
     nominal = _offsets(hgt, rig, rig.distance_scale)
+    body_w = body_width if body_width is not None else max(2 * body_radius, 0.3 * hgt)
+    # the camera stays outside the character's body: its capsule and its visual bounds (a
+    # quadruped's length, a humanoid's arms), plus a margin, along each view's direction
+    body_r = max(body_radius, body_w / 2)
+    min_view = {v: max(rig.min_boom_m, body_radius + rig.body_margin_m,
+                       body_exit((nominal[v][0], nominal[v][1],
+                                  nominal[v][2] - rig.target_h * hgt), body_r, hgt,
+                                 rig.target_h * hgt) + rig.body_margin_m)
+                for v in EXTERNAL}
+    lengths = {v: math.dist((0.0, 0.0, rig.target_h * hgt), nominal[v]) for v in EXTERNAL}
+    fit = fit_scales(positions, yaws_deg, hgt, rig, rays,
+                     {v: 1.5 * min_view[v] / lengths[v] for v in EXTERNAL if lengths[v] > 0})
     offsets = {v: (nominal[v][0] * fit[v], nominal[v][1] * fit[v],
                    nominal[v][2] * (fit[v] if v in ("back", "top") else 1.0))
                for v in EXTERNAL}
-    min_boom = max(rig.min_boom_m, body_radius + rig.body_margin_m)
     swings = _swings(rig)
     max_step = rig.arc_rate_deg_s / max(fps, 1e-6)
-    body_w = body_width if body_width is not None else max(2 * body_radius, 0.3 * hgt)
     booms: dict[str, float] = {}
     swing_now: dict[str, tuple[float, float]] = dict.fromkeys(EXTERNAL, (0.0, 0.0))
     swing_goal: dict[str, tuple[float, float]] = dict.fromkeys(EXTERNAL, (0.0, 0.0))
@@ -343,8 +370,9 @@ def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_
             swing_now[view] = now
             free, occluded = free_along(now)
             allowed = min(free, full)
+            min_boom = min_view[view]
             blocked = allowed < min_boom
-            allowed = max(allowed, min_boom) if not blocked else min_boom
+            allowed = max(allowed, min_boom)
             prev = booms.get(view, allowed)
             alpha = rig.contract_alpha if allowed < prev else rig.expand_alpha
             boom = prev + (allowed - prev) * alpha

@@ -26,6 +26,7 @@ class CharacterSpec:
     model_path: str = ""
     # the sidecar's override of the model file's declared coordinate system (None: as declared)
     up_axis: str | None = None
+    footprint: float = 0.0  # m, largest horizontal extent of the visual bounds (0: unknown)
     animations: dict[str, str | None] = field(default_factory=dict)
 
     @property

@@ -472,6 +472,7 @@ class Stage1Controller:
             cams = compute_tracks(positions, yaws, self.char.visual_height, self.rig,
                                   self._rays() if self.camera_rays else None,
                                   body_radius=self._capsule[0], fps=self.fps,
+                                  body_width=self.char.footprint or None,
                                   level_scale=self.camera_scale)
             meta["cameras"] = {"views": collapse_stats(cams),
                                "collapse_ratio": self.rig.collapse_ratio,
