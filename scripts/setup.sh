@@ -17,6 +17,20 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
 fi
+# Mesa 25 from Debian's bookworm-backports: the embedded renderer's PBR shaders with shadow maps
+# crash Debian 12's Mesa 22 llvmpipe and run on Mesa 25 (../shared/FACTS.md)
+. /etc/os-release
+mesa_ver=$(dpkg-query -W -f='${Version}' libgl1-mesa-dri 2>/dev/null || echo 0)
+if [ "${VERSION_CODENAME:-}" = "bookworm" ] && dpkg --compare-versions "$mesa_ver" lt 25; then
+  echo "setup: installing Mesa 25 from bookworm-backports (was $mesa_ver)"
+  src=/etc/apt/sources.list.d/wmforge-backports.sources
+  [ -f "$src" ] || printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' \
+    'Suites: bookworm-backports' 'Components: main' \
+    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' | $SUDO tee "$src" >/dev/null
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends \
+    -t bookworm-backports libgl1-mesa-dri libegl-mesa0 libglx-mesa0
+fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=".venv/.wmforge-installed-$(sha256sum pyproject.toml | cut -c1-16)"

@@ -141,6 +141,19 @@ class RenderConfig:
     node_id: str = "local"
     # kill a renderer process running longer than this, s (0 = no limit)
     instance_timeout_s: float = 0.0
+    # the look (stages/engine/pbr.py): sun shadow map size (px per side) and the half-width of
+    # the area around the character it covers (m; refitted every frame)
+    shadow_map_size: int = 2048
+    shadow_extent_m: float = 25.0
+    # automatic exposure: metered on the first meter_frames frames of each trajectory, bringing
+    # the geometric mean luminance to exposure_key (0 frames = fixed exposure); the level's
+    # exposure_compensation (overrides.yaml, EV) multiplies it
+    meter_frames: int = 3
+    exposure_key: float = 0.14
+    # tone map applied to linear light before the sRGB encode: aces (filmic) or none (clamp)
+    tone_map: str = "aces"
+    # strength of the sky's image-based light (diffuse and specular)
+    ibl_strength: float = 0.6
 
     def size(self) -> tuple[int, int]:
         if self.width and self.height:

@@ -371,8 +371,10 @@ def test_level_cameras_and_self_playing_animations_are_removed_and_reported(traj
     ir = InstanceRenderer(inst, settings, "p3headlessgl", Path.cwd())
     rmeta = ir.render(tdir, "traj_0000", "k" * 16)
     loaded = ir.r.level_np
-    cams = [c.getName() for c in loaded.findAllMatches("**/+Camera")]
-    assert cams == ["Sun"]  # the level's sun is a light (a Camera subclass): it stays
+    assert loaded.findAllMatches("**/+Camera").getNumPaths() == 0  # the level's cameras went
+    # the level's sun is a light (a Camera subclass): it stays, as the shadow-casting sun
+    assert ir.r.sun is not None and ir.r.sun.getName() == "Sun"
+    assert ir.r.sun.node().isShadowCaster()
     assert rmeta["level"]["lights"] >= 1
     assert loaded.findAllMatches("**/+AnimBundleNode").getNumPaths() == 0
     frozen = loaded.find("**/+SequenceNode").node()

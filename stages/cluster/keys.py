@@ -108,7 +108,10 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
             "preview_x264_preset": rcfg.preview_x264_preset,
             "preview_encoder_threads": rcfg.preview_encoder_threads,
             "mask_scale": rcfg.mask_scale, "align_radius_px": rcfg.align_radius_px,
-            "align_min": rcfg.align_min}
+            "align_min": rcfg.align_min, "shadow_map_size": rcfg.shadow_map_size,
+            "shadow_extent_m": rcfg.shadow_extent_m, "meter_frames": rcfg.meter_frames,
+            "exposure_key": rcfg.exposure_key, "tone_map": rcfg.tone_map,
+            "ibl_strength": rcfg.ibl_strength}
 
 
 def render_key(traj_dir: Path, settings: dict, code: str = "", assets: str = "") -> str:

@@ -109,11 +109,14 @@ class InstanceRenderer:
 
     def _renderer(self) -> Any:
         if self.r is None:
-            from .replay_render import ReplayRenderer
+            from .replay_render import Look, ReplayRenderer
 
+            look = Look(**{k: self.s[k] for k in ("shadow_map_size", "shadow_extent_m",
+                                                    "meter_frames", "exposure_key", "tone_map",
+                                                    "ibl_strength") if k in self.s})
             self.r = ReplayRenderer(self.s["width"], self.s["height"], self.s["spatial_samples"],
                                     self.s["temporal_samples"], self.display,
-                                    self.s["mask_scale"])
+                                    self.s["mask_scale"], look=look)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -248,6 +251,8 @@ class InstanceRenderer:
             "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
             "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
+            # the trajectory's exposure: metered auto exposure x the level's compensation
+            "exposure": getattr(self, "exposure", None),
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
@@ -270,6 +275,28 @@ class InstanceRenderer:
         os.replace(tmp, out / "meta.json")
         return rmeta
 
+    def _meter(self, r: Any, poses: Any, n: int, ptab: Any, dz: float) -> dict:
+        """Meter the first ``meter_frames`` frames and set the trajectory's exposure."""
+        import numpy as np
+
+        from .pbr import exposure_from_meter
+
+        k = min(int(self.s.get("meter_frames", 0)), n)
+        if k <= 0:
+            r.set_auto_exposure(1.0)
+            return {"auto": 1.0, "metered_frames": 0}
+        codes = []
+        for f in range(k):
+            if ptab is not None:
+                r.place_props(ptab[f])
+            samples, exact = poses(f)
+            codes.append(r.meter(samples, exact, dz))
+        mult, mean = exposure_from_meter(np.stack(codes), float(self.s["exposure_key"]))
+        r.set_auto_exposure(mult)
+        return {"auto": mult, "auto_ev": math.log2(mult), "metered_frames": k,
+                "mean_log2_luminance": mean, "key": float(self.s["exposure_key"]),
+                "compensation_ev": r.exposure_comp_ev, "tone_map": self.s.get("tone_map")}
+
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
                 ptab=None) -> dict:
         from .replay_render import CharacterPose, SamplePose, ViewPose, temporal_offsets
@@ -289,23 +316,29 @@ class InstanceRenderer:
                    if "preview" in writers else {})
         encoder = AsyncEncoder(writers, depth=self.s.get("queue_depth", 4), derived=derived)
         self.encoder = encoder
+        def poses(f: int) -> tuple[list, Any]:
+            samples = []
+            for off in offs:
+                c = replay.character_pose(rows, f, off, segs)
+                clip, ct = sched[f]
+                cp = CharacterPose(c["pos"], c["quat"], c["scale"], clip, ct + off / fps)
+                vp = {}
+                for v in VIEWS:
+                    p = replay.camera_pose(views[v], f, off, segs)
+                    vp[v] = ViewPose(p["pos"], p["quat"], p["fov_deg"])
+                samples.append(SamplePose(cp, vp))
+            c0 = replay.character_pose(rows, f, 0.0, segs)
+            exact = SamplePose(CharacterPose(c0["pos"], c0["quat"], c0["scale"], *sched[f]),
+                               {v: ViewPose(*(lambda p: (p["pos"], p["quat"], p["fov_deg"]))(
+                                   replay.camera_pose(views[v], f, 0.0, segs)))
+                                for v in VIEWS})
+            return samples, exact
+
+        # automatic exposure (§7.1): metered on the trajectory's first frames, deterministic
+        self.exposure = self._meter(r, poses, len(rows), ptab, dz)
         try:
             for f in range(len(rows)):
-                samples = []
-                for off in offs:
-                    c = replay.character_pose(rows, f, off, segs)
-                    clip, ct = sched[f]
-                    cp = CharacterPose(c["pos"], c["quat"], c["scale"], clip, ct + off / fps)
-                    vp = {}
-                    for v in VIEWS:
-                        p = replay.camera_pose(views[v], f, off, segs)
-                        vp[v] = ViewPose(p["pos"], p["quat"], p["fov_deg"])
-                    samples.append(SamplePose(cp, vp))
-                c0 = replay.character_pose(rows, f, 0.0, segs)
-                exact = SamplePose(CharacterPose(c0["pos"], c0["quat"], c0["scale"], *sched[f]),
-                                   {v: ViewPose(*(lambda p: (p["pos"], p["quat"], p["fov_deg"]))(
-                                       replay.camera_pose(views[v], f, 0.0, segs)))
-                                    for v in VIEWS})
+                samples, exact = poses(f)
                 if ptab is not None:
                     r.place_props(ptab[f])
                 colors, masks, placed = r.render(samples, exact, dz)

@@ -4,14 +4,18 @@ One ``renderFrame`` produces a whole output frame. Every (view, spatial sample, 
 is a display region of one atlas buffer, each with its own camera: spatial samples shift the
 lens by a sub-pixel film offset (Halton 2,3 jitter), temporal samples place the cameras and a
 separate copy of the character (visible only to that sample's cameras, by draw mask) at
-sub-frame interpolated transforms. A resolve pass then averages each view's samples in linear
-light on the GPU (sRGB → linear, mean, → sRGB, ``texelFetch`` so no filtering blurs it) into
-a strip of the five views, copied to RAM once per frame. A third buffer renders a per-view
-character mask (flat white character, nothing else) at the frame's exact recorded transforms
-for the alignment gate.
+sub-frame interpolated transforms. The atlas holds linear light (16-bit float). A resolve pass
+then averages each view's samples in linear light on the GPU (``texelFetch`` so no filtering
+blurs it), applies the exposure (automatic per trajectory, metered on its first frames, times
+the level's exposure compensation) and a filmic tone map, and encodes sRGB into a strip of the
+five views, copied to RAM once per frame. A third buffer renders a per-view character mask (flat
+white character, nothing else) at the frame's exact recorded transforms for the alignment gate.
 
-Headless through EGL (``p3headlessgl``): Mesa llvmpipe on CPU machines, the NVIDIA driver on
-GPU machines. Shading is Panda3D's fixed-function pipeline with the level's own lights.
+Shading (``stages.engine.pbr``): metallic-roughness PBR with the level's own lights, a sun whose
+soft shadow map is fitted around the character every frame, and a procedural sky (per the
+level's lighting preset) drawn behind everything and lighting the scene (image-based diffuse and
+specular). Headless through EGL (``p3headlessgl``): Mesa llvmpipe on CPU machines (Mesa 25, see
+scripts/setup.sh), the NVIDIA driver on GPU machines.
 """
 
 from __future__ import annotations
@@ -40,26 +44,23 @@ in vec4 p3d_Vertex;
 void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
 """
 
-RESOLVE_FRAG = """#version 330
-uniform sampler2D atlas;
-uniform ivec2 origins[64];
-uniform int nsamples;
-uniform ivec2 region;
-uniform float exposure;  // 2^EV, applied in linear light (per-level exposure_compensation)
-out vec4 color;
-vec3 to_lin(vec3 c) { return mix(c / 12.92, pow((c + 0.055) / 1.055, vec3(2.4)),
-                                 step(0.04045, c)); }
-vec3 to_srgb(vec3 c) { return mix(c * 12.92, 1.055 * pow(c, vec3(1.0 / 2.4)) - 0.055,
-                                  step(0.0031308, c)); }
-void main() {
-    ivec2 p = ivec2(gl_FragCoord.xy) - region;
-    vec3 acc = vec3(0.0);
-    for (int k = 0; k < nsamples; ++k) {
-        acc += to_lin(texelFetch(atlas, origins[k] + p, 0).rgb);
-    }
-    color = vec4(to_srgb(clamp(acc / float(nsamples) * exposure, 0.0, 1.0)), 1.0);
-}
-"""
+
+@dataclass
+class Look:
+    """Stage II's look settings (render config group; see RenderConfig)."""
+
+    # sun shadow map size, px (per side), and the half-width of the area around the character
+    # it covers, m (the map is refitted around the character every frame)
+    shadow_map_size: int = 2048
+    shadow_extent_m: float = 25.0
+    # exposure: metered on the first frames of each trajectory to bring the geometric mean
+    # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
+    meter_frames: int = 3
+    exposure_key: float = 0.14
+    # "aces" (filmic) or "none" (clamp)
+    tone_map: str = "aces"
+    # strength of the sky's image-based light
+    ibl_strength: float = 1.0
 
 
 def halton(i: int, base: int) -> float:
@@ -135,7 +136,7 @@ class LevelReport:
 class ReplayRenderer:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0):
+                 far: float = 4000.0, look: Look | None = None):
         from panda3d.core import loadPrcFileData
 
         loadPrcFileData("wmforge-render", f"""
@@ -168,6 +169,9 @@ class ReplayRenderer:
             raise ValueError(f"render.temporal_samples is {temporal}; at most "
                              f"{FP_MASK_BIT - FP_BIT_BASE} (one camera bit per sample)")
         self.near, self.far = near, far
+        self.look = look or Look()
+        if self.look.tone_map not in ("aces", "none"):
+            raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
         self.engine = GraphicsEngine.getGlobalPtr()
         pipe = GraphicsPipeSelection.getGlobalPtr().makeModulePipe(display)
         if pipe is None:
@@ -182,20 +186,30 @@ class ReplayRenderer:
             raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
                              "atlas; use fewer samples or a smaller preset")
 
-        def fbp(depth: bool) -> Any:
+        def fbp(depth: bool, hdr: bool = False) -> Any:
             p = FrameBufferProperties()
             p.setRgbColor(True)
-            p.setRgbaBits(8, 8, 8, 8)
+            p.setFloatColor(hdr)
+            p.setRgbaBits(*((16, 16, 16, 16) if hdr else (8, 8, 8, 8)))
             p.setDepthBits(24 if depth else 0)
             return p
 
         flags = GraphicsPipe.BF_refuse_window
-        self.atlas = self.engine.makeOutput(pipe, "atlas", 0, fbp(True),
-                                            WindowProperties.size(aw, ah), flags, None, None)
+        # a tiny host buffer owns the GL context; the atlas is a float framebuffer object on it
+        # (EGL pbuffers offer no float formats)
+        self.host = self.engine.makeOutput(pipe, "host", -10, fbp(False),
+                                           WindowProperties.size(16, 16), flags, None, None)
+        if self.host is None:
+            raise RuntimeError("render: could not create an offscreen GL context")
+        self.atlas = self.engine.makeOutput(
+            pipe, "atlas", 0, fbp(True, hdr=True), WindowProperties.size(aw, ah),
+            flags | GraphicsPipe.BF_refuse_parasite, self.host.getGsg(), self.host)
         if self.atlas is None:
-            raise RuntimeError(f"render: could not create a {aw}x{ah} offscreen buffer")
+            raise RuntimeError(f"render: could not create a {aw}x{ah} float offscreen buffer")
         self.gsg = self.atlas.getGsg()
         self.atlas_tex = Texture("atlas")
+        self.atlas_tex.setFormat(Texture.F_rgba16)
+        self.atlas_tex.setComponentType(Texture.T_float)
         self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
                                     self.atlas.RTP_color)
         self.atlas.setClearColorActive(True)
@@ -223,6 +237,11 @@ class ReplayRenderer:
         self.prop_names: list[str] = []
         self.char_posers: list[Any] = []
         self.jitter = jitter_offsets(spatial)
+        self.sun: Any = None
+        self.sky_np: Any = None
+        self.exposure_comp_ev = 0.0
+        self.auto_exposure = 1.0
+        self._setup_shading()
 
     # ------------------------------------------------------------------ set-up
 
@@ -242,6 +261,7 @@ class ReplayRenderer:
             LightAttrib,
             MaterialAttrib,
             RenderState,
+            ShaderAttrib,
             TextureAttrib,
         )
 
@@ -264,7 +284,8 @@ class ReplayRenderer:
                     self.cams[(view, t, s)] = np_
         mw, mh = self.mask_size
         state = RenderState.make(ColorAttrib.makeFlat((1, 1, 1, 1)), TextureAttrib.makeAllOff(),
-                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(), 100)
+                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(),
+                                 ShaderAttrib.makeOff(), 100)
         self.mask_cams: dict[str, Any] = {}
         for v, view in enumerate(VIEWS):
             dr = self.mask_buf.makeDisplayRegion(v / len(VIEWS), (v + 1) / len(VIEWS), 0, 1)
@@ -296,6 +317,8 @@ class ReplayRenderer:
         cam.setP(-90)  # look down -Z onto cards in the XY plane
         dr = self.resolve.makeDisplayRegion()
         dr.setCamera(cam)
+        from .pbr import RESOLVE_FRAG
+
         shader = Shader.make(Shader.SL_GLSL, RESOLVE_VERT, RESOLVE_FRAG)
         self.resolve_cards: list[Any] = []
         for v, view in enumerate(VIEWS):
@@ -313,14 +336,83 @@ class ReplayRenderer:
             card.setShaderInput("nsamples", self.N)
             card.setShaderInput("region", (v * self.W, 0))
             card.setShaderInput("exposure", 1.0)
+            card.setShaderInput("tone_map", 1 if self.look.tone_map == "aces" else 0)
+            card.setShaderInput("meter", 0)
             self.resolve_cards.append(card)
         self.resolve_root = root
         del aw, ah
 
     def set_exposure(self, ev: float) -> None:
-        """Exposure compensation in stops, applied to linear light before the sRGB encode."""
+        """Exposure compensation in stops (the level's), applied to linear light before the
+        tone map, on top of the automatic exposure."""
+        self.exposure_comp_ev = float(ev)
+        self._apply_exposure()
+
+    def set_auto_exposure(self, multiplier: float) -> None:
+        """The metered exposure multiplier of the current trajectory (1 = none)."""
+        self.auto_exposure = float(multiplier)
+        self._apply_exposure()
+
+    def _apply_exposure(self) -> None:
+        e = self.auto_exposure * 2.0 ** self.exposure_comp_ev
         for card in self.resolve_cards:
-            card.setShaderInput("exposure", float(2.0 ** ev))
+            card.setShaderInput("exposure", float(e))
+
+    def _setup_shading(self) -> None:
+        """The PBR shader on the whole scene, a fallback material, the sky dome."""
+        from panda3d.core import (
+            BitMask32,
+            ColorWriteAttrib,
+            CullBinAttrib,
+            DepthWriteAttrib,
+            Material,
+            NodePath,
+            Shader,
+            ShaderAttrib,
+        )
+
+        from .pbr import PBR_FRAG, PBR_VERT, SKY_FRAG, SKY_VERT, sphere
+
+        self.pbr_shader = Shader.make(Shader.SL_GLSL, PBR_VERT, PBR_FRAG)
+        self.scene.setAttrib(ShaderAttrib.make(self.pbr_shader))
+        fallback = Material("wmforge-fallback")
+        fallback.setBaseColor((1, 1, 1, 1))
+        fallback.setRoughness(0.8)
+        fallback.setMetallic(0.0)
+        self.scene.setMaterial(fallback)
+        self.scene.setShaderInput("ibl_strength", float(self.look.ibl_strength))
+        self.scene.setShaderInput("shadow_bias", 0.0015)
+        self.scene.setShaderInput("shadow_texel", 1.0 / self.look.shadow_map_size)
+        self.scene.setShaderInput("shadow_light", -1)
+        sky = NodePath(sphere(self.far * 0.8))
+        sky.reparentTo(self.scene)
+        sky.setShader(Shader.make(Shader.SL_GLSL, SKY_VERT, SKY_FRAG), 10)
+        sky.setShaderInput("sky_strength", 1.0)
+        sky.setAttrib(CullBinAttrib.make("background", 0))
+        sky.setAttrib(DepthWriteAttrib.make(DepthWriteAttrib.M_off))
+        sky.setLightOff(10)
+        sky.setMaterialOff(10)
+        sky.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
+        del ColorWriteAttrib
+        self.sky_np = sky
+        self._set_sky({})
+
+    def _set_sky(self, lighting: dict) -> dict:
+        from .pbr import sh9, sky_settings
+
+        s = sky_settings(lighting)
+        for k, name in (("zenith", "sky_zenith"), ("horizon", "sky_horizon"),
+                        ("ground", "sky_ground"), ("sun_dir", "sun_dir_world"),
+                        ("sun_radiance", "sun_radiance")):
+            self.scene.setShaderInput(name, tuple(float(x) for x in s[k]))
+        from panda3d.core import PTA_LVecBase3f
+
+        coeffs = PTA_LVecBase3f.emptyArray(9)
+        for i, c in enumerate(sh9(s)):
+            coeffs[i] = c
+        self.scene.setShaderInput("sh_coeffs", coeffs)
+        self.sky = s
+        return s
 
     # ------------------------------------------------------------------ level
 
@@ -328,7 +420,6 @@ class ReplayRenderer:
         """Attach a loaded level (a NodePath in the contract frame); sanitize it, light it and
         make every texture resident at full resolution."""
         from panda3d.core import (
-            AmbientLight,
             BitMask32,
             DirectionalLight,
             LightLensNode,
@@ -336,6 +427,9 @@ class ReplayRenderer:
         )
 
         rep = LevelReport()
+        if self.sun is not None:
+            self.sun.removeNode()
+            self.sun = None
         if self.level_np is not None:
             self.scene.clearLight()
             self.level_np.removeNode()
@@ -376,30 +470,35 @@ class ReplayRenderer:
                 rep.removed.append(f"{tag}:{n.getName()}")
                 n.clearTag(tag)
         lit = lighting or {}
-        # a fixed priority per light: the fixed-function pipeline draws at most 8 lights and
-        # picks them by priority, ties broken by memory address; fixed priorities keep the
-        # choice the same in every process. Suns first, then the rest in file order.
+        # a fixed priority per light: the shader reads at most MAX_LIGHTS lights, in priority
+        # order; fixed priorities keep the choice the same in every process. The sun (the first
+        # directional light, or a default one along the preset's sun direction) comes first:
+        # it is p3d_LightSource[0] and the only shadow caster.
         lights = [ln for ln in model.findAllMatches("**/+Light")
                   if not (ln.node().isAmbientLight()
                           if hasattr(ln.node(), "isAmbientLight") else False)]
         lights.sort(key=lambda ln: not ln.node().isOfType(DirectionalLight.getClassType()))
+        if not lights or not lights[0].node().isOfType(DirectionalLight.getClassType()):
+            sun = DirectionalLight("default_sun")
+            c = lit.get("sun_color", (1.0, 0.96, 0.9))
+            lux = float(lit.get("sun_lux", 3.0))
+            sun.setColor((c[0] * lux, c[1] * lux, c[2] * lux, 1))
+            sun_np = model.attachNewNode(sun)
+            d = lit.get("sun_dir", (-0.4, -0.3, -0.85))
+            from panda3d.core import Point3, Vec3
+
+            up = Vec3(0, 1, 0) if abs(d[2]) > 0.99 * math.hypot(*d) else Vec3(0, 0, 1)
+            sun_np.lookAt(Point3(*d), up)
+            lights.insert(0, sun_np)
         for i, ln in enumerate(lights):
-            ln.node().setPriority(len(lights) - i)
+            ln.node().setPriority(len(lights) + 100 - i)
             self.scene.setLight(ln)
             rep.lights += 1
-        if rep.lights == 0:
-            sun = DirectionalLight("default_sun")
-            sun.setColor((1.0, 0.96, 0.9, 1))
-            sun_np = self.scene.attachNewNode(sun)
-            sun_np.lookAt(*[-c for c in (0.4, 0.3, 0.85)])
-            self.scene.setLight(sun_np)
-            rep.lights = 1
-        amb = AmbientLight("ambient")
-        a = lit.get("ambient", (0.45, 0.45, 0.5))
-        amb.setColor((a[0], a[1], a[2], 1))
-        self.scene.setLight(self.scene.attachNewNode(amb))
-        sky = lit.get("sky", (0.55, 0.7, 0.9))
-        self.atlas.setClearColor((sky[0], sky[1], sky[2], 1))
+        self._make_sun(lights[0])
+        self.scene.setShaderInput("shadow_light", 0)
+        self._set_sky(lit)
+        self.atlas.setClearColor((0, 0, 0, 1))
+        _srgb_colour_textures(model)
         model.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
         # texture residency: upload everything now, at the file's full resolution
         texs = model.findAllTextures()
@@ -411,6 +510,44 @@ class ReplayRenderer:
                 rep.textures_full_res += 1
         model.prepareScene(self.gsg)
         return rep
+
+    def _make_sun(self, sun_np: Any) -> None:
+        """The sun casts the shadows: an orthographic shadow map refitted around the character
+        every frame (``fit_sun``), rendered with a depth-only shader, seeing the level and the
+        first temporal copy of the character."""
+        from panda3d.core import BitMask32, OrthographicLens, RenderState, Shader, ShaderAttrib
+
+        from .pbr import SHADOW_FRAG, SHADOW_VERT
+
+        sun_np.wrtReparentTo(self.scene)
+        node = sun_np.node()
+        fwd = sun_np.getQuat(self.scene).getForward()
+        self.sun_dir = (fwd.x, fwd.y, fwd.z)
+        size = int(self.look.shadow_map_size)
+        node.setShadowCaster(True, size, size)
+        lens = OrthographicLens()
+        r = float(self.look.shadow_extent_m)
+        lens.setFilmSize(2 * r, 2 * r)
+        lens.setNearFar(1.0, 4 * r + 200.0)
+        node.setLens(lens)
+        node.setCameraMask(BitMask32.bit(0))
+        shader = Shader.make(Shader.SL_GLSL, SHADOW_VERT, SHADOW_FRAG)
+        node.setInitialState(RenderState.make(ShaderAttrib.make(shader), 100))
+        self.sun = sun_np
+
+    def fit_sun(self, target: tuple[float, float, float]) -> None:
+        """Centre the sun's shadow frustum on ``target`` (the character), keeping its
+        direction: the shadow map always covers the area around the character."""
+        if self.sun is None:
+            return
+        d = self.sun_dir
+        far = 2 * float(self.look.shadow_extent_m) + 100.0
+        self.sun.setPos(self.scene, target[0] - d[0] * far, target[1] - d[1] * far,
+                        target[2] - d[2] * far)
+        from panda3d.core import Point3, Vec3
+
+        up = Vec3(0, 1, 0) if abs(d[2]) > 0.99 else Vec3(0, 0, 1)
+        self.sun.lookAt(self.scene, Point3(*target), up)
 
     # ------------------------------------------------------------------ character
 
@@ -481,6 +618,7 @@ class ReplayRenderer:
         self._place_character(self.T, exact.character, mesh_dz)
         for view in VIEWS:
             self._place_camera(self.mask_cams[view], exact.views[view], (0.0, 0.0))
+        self.fit_sun(exact.character.pos)
         self.engine.renderFrame()
         img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
@@ -514,6 +652,18 @@ class ReplayRenderer:
         del exact
         return out
 
+    def meter(self, samples: list[SamplePose], exact: SamplePose, mesh_dz: float) -> np.ndarray:
+        """Render one frame in meter mode: the resolve writes each pixel's log2 luminance
+        (8-bit codes over 24 stops, all five views) instead of the tone-mapped colour."""
+        for card in self.resolve_cards:
+            card.setShaderInput("meter", 1)
+        try:
+            colors, _, _ = self.render(samples, exact, mesh_dz)
+            return np.concatenate([colors[v][..., 0] for v in VIEWS], axis=1).copy()
+        finally:
+            for card in self.resolve_cards:
+                card.setShaderInput("meter", 0)
+
     def warmup(self, frames: int) -> None:
         for _ in range(frames):
             self.engine.renderFrame()
@@ -530,6 +680,27 @@ def _ram(tex: Any, w: int, h: int) -> np.ndarray:
     # GL rows are bottom-up. No copy here: getRamImageAs("RGB") converts from Panda3D's BGR
     # into a new buffer every frame, and each encoder makes its view contiguous itself
     return arr.reshape(h, w, 3)[::-1]
+
+
+def _srgb_colour_textures(model: Any) -> None:
+    """Colour (modulate, emission) textures of egg/obj/bam models are sRGB-encoded images
+    loaded as plain RGB: mark them sRGB so the GPU decodes them to linear light for shading
+    (glTF's are marked by panda3d-gltf already)."""
+    from panda3d.core import Texture, TextureStage
+
+    plain = {Texture.F_rgb: Texture.F_srgb, Texture.F_rgb8: Texture.F_srgb,
+             Texture.F_rgba: Texture.F_srgb_alpha, Texture.F_rgba8: Texture.F_srgb_alpha}
+    stages = model.findAllTextureStages()
+    for i in range(stages.getNumTextureStages()):
+        st = stages.getTextureStage(i)
+        if st.getMode() not in (TextureStage.M_modulate, TextureStage.M_emission,
+                                TextureStage.M_replace, TextureStage.M_decal):
+            continue
+        texs = model.findAllTextures(st)
+        for k in range(texs.getNumTextures()):
+            tex = texs.getTexture(k)
+            if tex.getFormat() in plain:
+                tex.setFormat(plain[tex.getFormat()])
 
 
 def load_level_lighting(path: str) -> dict:

@@ -1,0 +1,378 @@
+"""Stage II's look (paper §7.1): physically based shading, a sun with soft shadows that follow
+the character, a procedural sky that also lights the scene (image-based diffuse from its
+spherical harmonics, specular from the sky itself), and — in the resolve pass — exposure and a
+filmic tone map applied to the linear-light mean of the samples, then the sRGB encode.
+
+Shaders of our own (GLSL 330) rather than panda3d-simplepbr's pipeline: simplepbr renders one
+camera into one window through a FilterManager and passes a single camera position as a shader
+input, while Stage II renders every (view, sample) camera of a frame into one atlas in a single
+``renderFrame``; our shader reads each camera's pose from ``p3d_ViewMatrixInverse`` instead. The
+BRDF is the same one simplepbr and the Khronos glTF sample viewer use (GGX, Smith, Schlick).
+
+Panda3D 1.10 binds a model's textures by their stage mode: ``p3d_TextureModulate`` (base colour),
+``p3d_TextureSelector`` (metallic-roughness, as panda3d-gltf loads it), ``p3d_TextureNormal``,
+``p3d_TextureEmission`` (defaults when a model has none: white, flat normal, black).
+
+Material mapping: glTF metallic-roughness (base colour, metal-rough, normal, emissive textures,
+factors) as panda3d-gltf loads it; egg/obj materials through Panda3D's Material (diffuse → base
+colour, default roughness 0.8, metallic 0) and their colour textures read as sRGB. glTF occlusion
+textures are not loaded by panda3d-gltf and are not used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MAX_LIGHTS = 8
+
+PBR_VERT = """#version 330
+uniform mat4 p3d_ProjectionMatrix;
+uniform mat4 p3d_ModelViewMatrix;
+uniform mat3 p3d_NormalMatrix;
+uniform mat4 p3d_TextureMatrix;
+uniform struct p3d_LightSourceParameters {
+    vec4 position; vec4 diffuse; vec4 specular; vec3 attenuation; vec3 spotDirection;
+    float spotCosCutoff; sampler2DShadow shadowMap; mat4 shadowViewMatrix;
+} p3d_LightSource[@MAX_LIGHTS@];
+in vec4 p3d_Vertex;
+in vec4 p3d_Color;
+in vec3 p3d_Normal;
+in vec4 p3d_Tangent;
+in vec2 p3d_MultiTexCoord0;
+out vec3 v_view_position;
+out vec4 v_color;
+out vec2 v_texcoord;
+out mat3 v_view_tbn;
+out vec4 v_shadow_pos[@MAX_LIGHTS@];
+void main() {
+    vec4 view_position = p3d_ModelViewMatrix * p3d_Vertex;
+    v_view_position = view_position.xyz;
+    v_color = p3d_Color;
+    v_texcoord = (p3d_TextureMatrix * vec4(p3d_MultiTexCoord0, 0, 1)).xy;
+    for (int i = 0; i < @MAX_LIGHTS@; ++i) {
+        v_shadow_pos[i] = p3d_LightSource[i].shadowViewMatrix * view_position;
+    }
+    vec3 n = normalize(p3d_NormalMatrix * p3d_Normal);
+    vec3 t = p3d_NormalMatrix * p3d_Tangent.xyz;
+    t = length(t) > 1e-6 ? normalize(t - n * dot(n, t)) : vec3(0.0);
+    vec3 b = cross(n, t) * (p3d_Tangent.w == 0.0 ? 1.0 : p3d_Tangent.w);
+    v_view_tbn = mat3(t, b, n);
+    gl_Position = p3d_ProjectionMatrix * view_position;
+}
+""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS))
+
+SKY_GLSL = """
+uniform vec3 sky_zenith;
+uniform vec3 sky_horizon;
+uniform vec3 sky_ground;
+uniform vec3 sun_dir_world;   // direction the sunlight travels (world, unit)
+uniform vec3 sun_radiance;    // the sun disc's colour in the sky (linear)
+vec3 sky_radiance(vec3 d) {
+    float h = d.z;
+    vec3 up = mix(sky_horizon, sky_zenith, pow(clamp(h, 0.0, 1.0), 0.45));
+    vec3 down = mix(sky_horizon, sky_ground, pow(clamp(-h, 0.0, 1.0), 0.35));
+    vec3 c = h >= 0.0 ? up : down;
+    float cs = dot(d, -sun_dir_world);
+    c += sun_radiance * (pow(max(cs, 0.0), 600.0) * 40.0 + pow(max(cs, 0.0), 8.0) * 0.25)
+         * step(0.0, h + 0.02);
+    return c;
+}
+"""
+
+PBR_FRAG = """#version 330
+#define MAX_LIGHTS @MAX_LIGHTS@
+uniform struct p3d_MaterialParameters {
+    vec4 baseColor; vec4 emission; float roughness; float metallic;
+} p3d_Material;
+uniform struct p3d_LightSourceParameters {
+    vec4 position; vec4 diffuse; vec4 specular; vec3 attenuation; vec3 spotDirection;
+    float spotCosCutoff; sampler2DShadow shadowMap; mat4 shadowViewMatrix;
+} p3d_LightSource[MAX_LIGHTS];
+uniform mat4 p3d_ViewMatrix;
+uniform vec4 p3d_ColorScale;
+uniform vec4 p3d_TexAlphaOnly;
+uniform sampler2D p3d_TextureModulate;
+uniform sampler2D p3d_TextureSelector;
+uniform sampler2D p3d_TextureNormal;
+uniform sampler2D p3d_TextureEmission;
+uniform vec3 sh_coeffs[9];
+uniform float ibl_strength;
+uniform float shadow_bias;
+uniform float shadow_texel;
+uniform int shadow_light;    // index of the shadow-casting sun among the lights (-1: none)
+@SKY@
+in vec3 v_view_position;
+in vec4 v_color;
+in vec2 v_texcoord;
+in mat3 v_view_tbn;
+in vec4 v_shadow_pos[MAX_LIGHTS];
+out vec4 o_color;
+const float PI = 3.141592653589793;
+
+vec3 irradiance_sh(vec3 n) {
+    return sh_coeffs[0] * 0.282095
+        + sh_coeffs[1] * 0.488603 * n.y + sh_coeffs[2] * 0.488603 * n.z
+        + sh_coeffs[3] * 0.488603 * n.x
+        + sh_coeffs[4] * 1.092548 * n.x * n.y + sh_coeffs[5] * 1.092548 * n.y * n.z
+        + sh_coeffs[6] * 0.315392 * (3.0 * n.z * n.z - 1.0)
+        + sh_coeffs[7] * 1.092548 * n.x * n.z
+        + sh_coeffs[8] * 0.546274 * (n.x * n.x - n.y * n.y);
+}
+float shadow_pcf(sampler2DShadow m, vec4 p) {
+    vec3 c = p.xyz / p.w;
+    if (c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0) return 1.0;
+    c.z -= shadow_bias;
+    float s = 0.0;
+    // 12-tap Poisson disc with hardware 2x2 comparison filtering: a soft edge
+    vec2 taps[12] = vec2[](vec2(-0.326, -0.406), vec2(-0.840, -0.074), vec2(-0.696, 0.457),
+        vec2(-0.203, 0.621), vec2(0.962, -0.195), vec2(0.473, -0.480), vec2(0.519, 0.767),
+        vec2(0.185, -0.893), vec2(0.507, 0.064), vec2(0.896, 0.412), vec2(-0.322, -0.933),
+        vec2(-0.792, -0.598));
+    for (int k = 0; k < 12; ++k) {
+        s += texture(m, vec3(c.xy + taps[k] * shadow_texel * 2.5, c.z));
+    }
+    return s / 12.0;
+}
+void main() {
+    vec4 base = p3d_Material.baseColor * v_color * p3d_ColorScale
+        * (texture(p3d_TextureModulate, v_texcoord) + p3d_TexAlphaOnly);
+    vec4 mr = texture(p3d_TextureSelector, v_texcoord);
+    float metallic = clamp(p3d_Material.metallic * mr.b, 0.0, 1.0);
+    float rough = clamp(p3d_Material.roughness * mr.g, 0.04, 1.0);
+    float a = rough * rough;
+    vec3 diffuse = base.rgb * (1.0 - metallic) * 0.96;
+    vec3 f0 = mix(vec3(0.04), base.rgb, metallic);
+    vec3 nm = texture(p3d_TextureNormal, v_texcoord).rgb;
+    vec3 n = normalize(v_view_tbn[2]);
+    if (dot(v_view_tbn[0], v_view_tbn[0]) > 0.5 && nm != vec3(1.0)) {
+        vec2 xy = nm.rg * 2.0 - 1.0;
+        vec3 tn = vec3(xy, sqrt(clamp(1.0 - dot(xy, xy), 0.0, 1.0)));
+        n = normalize(v_view_tbn * tn);
+    }
+    vec3 v = normalize(-v_view_position);
+    if (dot(n, v) < 0.0) n = -n;  // two-sided and back faces: light the side that is seen
+    float nv = clamp(dot(n, v), 1e-4, 1.0);
+    vec3 color = vec3(0.0);
+    for (int i = 0; i < MAX_LIGHTS; ++i) {
+        vec3 lc = p3d_LightSource[i].diffuse.rgb;
+        if (dot(lc, lc) < 1e-6) continue;
+        vec3 lp = p3d_LightSource[i].position.xyz - v_view_position * p3d_LightSource[i].position.w;
+        vec3 l = normalize(lp);
+        float dist = length(lp);
+        vec3 att = p3d_LightSource[i].attenuation;
+        float atten = p3d_LightSource[i].position.w == 0.0 ? 1.0
+            : 1.0 / max(att.x + att.y * dist + att.z * dist * dist, 1e-4);
+        float cut = p3d_LightSource[i].spotCosCutoff;
+        if (cut > 0.001) {
+            float sc = dot(normalize(p3d_LightSource[i].spotDirection), -l);
+            atten *= smoothstep(cut - 0.02, cut + 0.02, sc);
+        }
+        if (i == shadow_light) atten *= shadow_pcf(p3d_LightSource[i].shadowMap, v_shadow_pos[i]);
+        vec3 h = normalize(l + v);
+        float nl = clamp(dot(n, l), 0.0, 1.0);
+        float nh = clamp(dot(n, h), 0.0, 1.0);
+        float vh = clamp(dot(v, h), 0.0, 1.0);
+        vec3 F = f0 + (1.0 - f0) * pow(1.0 - vh, 5.0);
+        float a2 = a * a;
+        float d = nh * nh * (a2 - 1.0) + 1.0;
+        float D = a2 / (PI * d * d);
+        float gv = nl * sqrt(nv * nv * (1.0 - a2) + a2);
+        float gl = nv * sqrt(nl * nl * (1.0 - a2) + a2);
+        float V = (gv + gl) > 0.0 ? 0.5 / (gv + gl) : 0.0;
+        color += nl * lc * atten * ((1.0 - F) * diffuse / PI + F * D * V);
+    }
+    // image-based light from the sky: diffuse through its SH irradiance, specular by sampling
+    // the sky along the reflection, widened toward the irradiance as roughness grows
+    mat3 to_world = transpose(mat3(p3d_ViewMatrix));  // view → world (rotation only)
+    vec3 wn = normalize(to_world * n);
+    vec3 wr = normalize(to_world * reflect(-v, n));
+    vec3 irr = max(irradiance_sh(wn), 0.0);
+    vec4 c0 = vec4(-1.0, -0.0275, -0.572, 0.022);   // Karis' analytic environment BRDF
+    vec4 c1 = vec4(1.0, 0.0425, 1.04, -0.04);
+    vec4 r4 = rough * c0 + c1;
+    float a004 = min(r4.x * r4.x, exp2(-9.28 * nv)) * r4.x + r4.y;
+    vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
+    vec3 spec_env = mix(sky_radiance(wr), irr / PI, rough);
+    color += ibl_strength * (diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y));
+    color += p3d_Material.emission.rgb * texture(p3d_TextureEmission, v_texcoord).rgb;
+    o_color = vec4(color, base.a);
+}
+""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL)
+
+SKY_VERT = """#version 330
+uniform mat4 p3d_ModelViewProjectionMatrix;
+uniform mat4 p3d_ModelMatrix;
+in vec4 p3d_Vertex;
+out vec3 v_dir;
+void main() {
+    v_dir = (p3d_ModelMatrix * vec4(p3d_Vertex.xyz, 0.0)).xyz;
+    gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex;
+}
+"""
+
+SKY_FRAG = """#version 330
+@SKY@
+uniform float sky_strength;
+in vec3 v_dir;
+out vec4 o_color;
+void main() { o_color = vec4(sky_strength * sky_radiance(normalize(v_dir)), 1.0); }
+""".replace("@SKY@", SKY_GLSL)
+
+SHADOW_VERT = """#version 330
+uniform mat4 p3d_ModelViewProjectionMatrix;
+in vec4 p3d_Vertex;
+in vec2 p3d_MultiTexCoord0;
+out vec2 v_texcoord;
+void main() {
+    v_texcoord = p3d_MultiTexCoord0;
+    gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex;
+}
+"""
+
+SHADOW_FRAG = """#version 330
+uniform struct p3d_MaterialParameters { vec4 baseColor; } p3d_Material;
+uniform sampler2D p3d_TextureModulate;
+in vec2 v_texcoord;
+out vec4 o_color;
+void main() {
+    float alpha = p3d_Material.baseColor.a * texture(p3d_TextureModulate, v_texcoord).a;
+    if (alpha < 0.5) discard;  // cut-out foliage casts its shape
+    o_color = vec4(1.0);
+}
+"""
+
+# the resolve pass: mean of the samples in linear light → exposure → tone map → sRGB. In meter
+# mode it writes each pixel's log2 luminance instead (exposure metering, 8 bits over 24 stops)
+RESOLVE_FRAG = """#version 330
+uniform sampler2D atlas;
+uniform ivec2 origins[64];
+uniform int nsamples;
+uniform ivec2 region;
+uniform float exposure;   // 2^EV: auto exposure x the level's exposure_compensation
+uniform int tone_map;     // 0: clamp, 1: ACES filmic (Narkowicz's fit)
+uniform int meter;
+out vec4 color;
+vec3 to_srgb(vec3 c) { return mix(c * 12.92, 1.055 * pow(c, vec3(1.0 / 2.4)) - 0.055,
+                                  step(0.0031308, c)); }
+vec3 aces(vec3 x) {
+    return clamp((x * (2.51 * x + 0.03)) / (x * (2.43 * x + 0.59) + 0.14), 0.0, 1.0);
+}
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy) - region;
+    vec3 acc = vec3(0.0);
+    for (int k = 0; k < nsamples; ++k) {
+        acc += max(texelFetch(atlas, origins[k] + p, 0).rgb, vec3(0.0));
+    }
+    vec3 lin = acc / float(nsamples);
+    if (meter == 1) {
+        float lum = dot(lin, vec3(0.2126, 0.7152, 0.0722));
+        float code = clamp((log2(max(lum, 1e-7)) + 16.0) / 24.0, 0.0, 1.0);
+        color = vec4(vec3(code), 1.0);
+        return;
+    }
+    lin *= exposure;
+    vec3 mapped = tone_map == 1 ? aces(lin) : clamp(lin, 0.0, 1.0);
+    color = vec4(to_srgb(mapped), 1.0);
+}
+"""
+
+# sky presets by the level's lighting preset (linear radiance); a level without a preset is day
+SKY_PRESETS: dict[str, dict[str, Sequence[float]]] = {
+    "day": {"zenith": (0.18, 0.36, 0.80), "horizon": (0.62, 0.74, 0.90),
+            "ground": (0.22, 0.20, 0.18)},
+    "dusk": {"zenith": (0.10, 0.12, 0.30), "horizon": (0.95, 0.52, 0.30),
+             "ground": (0.12, 0.09, 0.08)},
+    "night": {"zenith": (0.004, 0.006, 0.018), "horizon": (0.02, 0.025, 0.05),
+              "ground": (0.01, 0.01, 0.012)},
+    "interior": {"zenith": (0.05, 0.05, 0.055), "horizon": (0.06, 0.058, 0.055),
+                 "ground": (0.03, 0.028, 0.025)},
+}
+
+
+def sky_settings(lighting: dict) -> dict:
+    """Zenith/horizon/ground colours, sun direction and disc colour for a level's preset."""
+    preset = str(lighting.get("lighting") or lighting.get("preset") or "day")
+    sky = dict(SKY_PRESETS.get(preset, SKY_PRESETS["day"]))
+    d = np.asarray(lighting.get("sun_dir", (-0.4, -0.3, -0.85)), float)
+    d = d / max(float(np.linalg.norm(d)), 1e-9)
+    sun = np.asarray(lighting.get("sun_color", (1.0, 0.96, 0.9)), float)
+    strength = 0.0 if preset in ("interior", "night") else 1.0
+    return {"preset": preset, "zenith": tuple(sky["zenith"]), "horizon": tuple(sky["horizon"]),
+            "ground": tuple(sky["ground"]), "sun_dir": tuple(float(x) for x in d),
+            "sun_radiance": tuple(float(x) * strength for x in sun)}
+
+
+def sky_radiance(dirs: np.ndarray, s: dict) -> np.ndarray:
+    """The same sky as SKY_GLSL, for (N, 3) unit directions (numpy; used for its SH)."""
+    h = dirs[:, 2:3]
+    zen, hor, gro = (np.asarray(s[k], float) for k in ("zenith", "horizon", "ground"))
+    up = hor + (zen - hor) * np.clip(h, 0, 1) ** 0.45
+    down = hor + (gro - hor) * np.clip(-h, 0, 1) ** 0.35
+    c = np.where(h >= 0, up, down)
+    cs = np.clip(dirs @ -np.asarray(s["sun_dir"], float), 0, None)[:, None]
+    c = c + np.asarray(s["sun_radiance"], float) * (cs ** 600 * 40 + cs ** 8 * 0.25) * (
+        h + 0.02 >= 0)
+    return c
+
+
+def sh9(s: dict, n: int = 4096) -> list[tuple[float, float, float]]:
+    """Irradiance SH coefficients (cosine lobe convolved, Ramamoorthi & Hanrahan) of the sky,
+    from a Fibonacci sphere of ``n`` directions: deterministic."""
+    i = np.arange(n) + 0.5
+    z = 1 - 2 * i / n
+    r = np.sqrt(1 - z * z)
+    phi = i * math.pi * (3 - math.sqrt(5))
+    d = np.stack([r * np.cos(phi), r * np.sin(phi), z], 1)
+    L = sky_radiance(d, s)
+    x, y, zz = d[:, 0], d[:, 1], d[:, 2]
+    basis = np.stack([0.282095 * np.ones(n), 0.488603 * y, 0.488603 * zz, 0.488603 * x,
+                      1.092548 * x * y, 1.092548 * y * zz, 0.315392 * (3 * zz * zz - 1),
+                      1.092548 * x * zz, 0.546274 * (x * x - y * y)], 1)
+    coef = (basis.T @ L) * (4 * math.pi / n)
+    band = np.array([math.pi] + [2 * math.pi / 3] * 3 + [math.pi / 4] * 5)
+    return [(float(r[0]), float(r[1]), float(r[2])) for r in coef * band[:, None]]
+
+
+def sphere(radius: float, rings: int = 16, segments: int = 32) -> Any:
+    """An inside-out UV sphere GeomNode (the sky dome)."""
+    from panda3d.core import (
+        Geom,
+        GeomNode,
+        GeomTriangles,
+        GeomVertexData,
+        GeomVertexFormat,
+        GeomVertexWriter,
+    )
+
+    vdata = GeomVertexData("sky", GeomVertexFormat.getV3(), Geom.UH_static)
+    w = GeomVertexWriter(vdata, "vertex")
+    for i in range(rings + 1):
+        th = math.pi * i / rings
+        for j in range(segments + 1):
+            ph = 2 * math.pi * j / segments
+            w.addData3(radius * math.sin(th) * math.cos(ph), radius * math.sin(th) * math.sin(ph),
+                       radius * math.cos(th))
+    tris = GeomTriangles(Geom.UH_static)
+    for i in range(rings):
+        for j in range(segments):
+            a, b = i * (segments + 1) + j, (i + 1) * (segments + 1) + j
+            tris.addVertices(a, a + 1, b)  # wound to face inward
+            tris.addVertices(a + 1, b + 1, b)
+    geom = Geom(vdata)
+    geom.addPrimitive(tris)
+    node = GeomNode("sky_dome")
+    node.addGeom(geom)
+    return node
+
+
+def exposure_from_meter(codes: np.ndarray, key: float) -> tuple[float, float]:
+    """(exposure multiplier, log2 mean luminance) from metered 8-bit log-luminance codes: the
+    geometric mean luminance is brought to ``key`` (mid grey), within [2^-8, 2^10]."""
+    log2l = codes.astype(np.float64) / 255.0 * 24.0 - 16.0
+    mean = float(np.mean(log2l))
+    ev = math.log2(key) - mean
+    return float(2.0 ** min(max(ev, -8.0), 10.0)), mean
