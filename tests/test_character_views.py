@@ -289,6 +289,12 @@ def test_thin_occluder_is_looked_past_and_a_thick_one_is_not(tmp_path):
     rows = back(_tracks(pole, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0)))
     assert all(r["occluded"] and not r["collapsed"] for r in rows)
     assert all(abs(r["boom_m"] - r["boom_desired_m"]) < 1e-6 for r in rows)
+    # a wall as thin as the pole but wide and tall: never looked past (the camera would film
+    # the wall's back from the other side)
+    wall = _arena(tmp_path / "thinwall.glb", [("Wall", (0.1, 12.0, 6.0), (-1.5, 0.0, 0.0))])
+    rows = back(_tracks(wall, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0,
+                                                                    fit_to_space=False)))
+    assert all(r["occluded"] and r["pos_x"] > -1.5 for r in rows)
     block = _arena(tmp_path / "block.glb", [("Block", (1.0, 8.0, 6.0), (-2.0, 0.0, 0.0))])
     rows = back(_tracks(block, (0.0, 0.0, 0.0), 0.0, CameraRigConfig(arc_max_deg=0,
                                                                      fit_to_space=False)))

@@ -67,9 +67,11 @@ class CameraRigConfig:
     occlusion_margin_m: float = 0.2
     min_boom_m: float = 0.4
     body_margin_m: float = 0.25
-    # occluders thinner than this along the line of sight are looked past (when the camera
-    # itself is outside all geometry), m
+    # occluders thinner than this along the line of sight, and narrower than narrow_width_m
+    # across it (poles, branches; not walls or ceilings), are looked past when the camera itself
+    # is outside all geometry, m
     thin_occluder_m: float = 0.35
+    narrow_width_m: float = 0.5
     # blocked line of sight: swing the boom around the character / upward in steps of
     # arc_step_deg up to arc_max_deg, at most arc_rate_deg_s; 0 disables the swing
     arc_max_deg: float = 45.0
@@ -179,17 +181,44 @@ def projected_share(cam: Vec3, rot: Sequence[float], k: Sequence[float], width: 
     return (u1 - u0) * (v1 - v0) / (width * height)
 
 
-def free_distance(hits: Sequence[float], full: float, rig: CameraRigConfig) -> tuple[float, bool]:
+def free_distance(hits: Sequence[float], full: float, rig: CameraRigConfig,
+                  narrow: Callable[[], bool] | None = None) -> tuple[float, bool]:
     """(free distance along a line of sight of length ``full`` whose surface crossings are at
     ``hits`` (fractions), whether anything was crossed). Thin occluders are looked past when the
-    end point is outside all geometry (even number of crossings)."""
+    end point is outside all geometry (an even number of crossings, each pair closer than
+    ``thin_occluder_m``) and ``narrow()`` says they are narrow across the line of sight too —
+    a pole or a branch, not a wall or a ceiling slab."""
     if not hits:
         return full, False
     d = [h * full for h in hits]
-    if len(d) % 2 == 0 and all(d[i + 1] - d[i] < rig.thin_occluder_m
-                               for i in range(0, len(d), 2)):
+    if (len(d) % 2 == 0 and all(d[i + 1] - d[i] < rig.thin_occluder_m
+                                for i in range(0, len(d), 2))
+            and narrow is not None and narrow()):
         return full, True
     return max(d[0] - rig.occlusion_margin_m, 0.0), True
+
+
+def _narrow_test(rays: RaysFn, a: Vec3, b: Vec3, width: float) -> bool:
+    """True when the lines of sight shifted by ``width`` across a→b to both sides, or both up
+    and down, are clear: the occluder on a→b is narrow in at least one direction across the
+    line of sight (a pole, a branch, a railing), unlike a wall or a ceiling slab."""
+    u = _norm((b[0] - a[0], b[1] - a[1], b[2] - a[2]))
+    side = _cross(u, (0.0, 0.0, 1.0))
+    if math.sqrt(sum(c * c for c in side)) < 1e-6:
+        side = _cross(u, (1.0, 0.0, 0.0))
+    side = _norm(side)
+    up = _norm(_cross(side, u))
+    for o in (side, up):
+        clear = True
+        for sgn in (1.0, -1.0):
+            off = (o[0] * width * sgn, o[1] * width * sgn, o[2] * width * sgn)
+            if rays((a[0] + off[0], a[1] + off[1], a[2] + off[2]),
+                    (b[0] + off[0], b[1] + off[1], b[2] + off[2])):
+                clear = False
+                break
+        if clear:
+            return True
+    return False
 
 
 def _swings(rig: CameraRigConfig) -> list[tuple[float, float]]:
@@ -276,7 +305,9 @@ def fit_scales(positions: Sequence[Vec3], yaws_deg: Sequence[float], hgt: float,
             target = (p[0], p[1], p[2] + rig.target_h * hgt)
             d = _world(p, yaws_deg[i], offs[view])
             full = math.dist(target, d)
-            free, _ = free_distance(rays(target, d), full, rig)
+            def narrow(t: Vec3 = target, e: Vec3 = d) -> bool:
+                return _narrow_test(rays, t, e, rig.narrow_width_m)
+            free, _ = free_distance(rays(target, d), full, rig, narrow)
             ratios.append(free / full if full > 1e-9 else 1.0)
         ratios.sort()
         med = ratios[len(ratios) // 2]
@@ -343,7 +374,8 @@ def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_
                     return full, False
                 v2 = _swung(vec, *sw)
                 end = (target[0] + v2[0], target[1] + v2[1], target[2] + v2[2])
-                return free_distance(rays(target, end), full, rig)
+                return free_distance(rays(target, end), full, rig,
+                                     lambda: _narrow_test(rays, target, end, rig.narrow_width_m))
 
             # choose where the boom should swing: nominal if clear, else keep a clear goal,
             # else the nearest clear spot along the arc (or the freest one)
