@@ -212,6 +212,12 @@ def _is_character_asset(rel: Path, char_dirs: set[Path]) -> bool:
     return any(p.lower() in NON_LEVEL_FOLDERS for p in rel.parts[:-1])
 
 
+def _lighting(extras: dict) -> str | None:
+    ours = extras.get("wmforge")
+    v = ours.get("lighting") if isinstance(ours, dict) else None
+    return str(v) if v is not None else None
+
+
 def _empty_level_row(**kw: Any) -> dict:
     row: dict[str, Any] = {c: None for c in LEVEL_COLUMNS}
     row.update(kw)
@@ -281,7 +287,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row["file_count"] = len(folder_files)
             try:
                 row["size_bytes"] = e.path.stat().st_size
-                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale)
+                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale,
+                                    root / pack)  # references stay inside the pack
             except ProbeError as exc:
                 row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
                 rows.append(row)
@@ -299,7 +306,7 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 bounds_json=json.dumps({"min": probe.bounds_min, "max": probe.bounds_max}),
                 player_starts_json=json.dumps([list(p) for p in probe.player_starts]),
                 pois_json=json.dumps([list(p) for p in probe.pois]),
-                lighting=(probe.extras.get("wmforge") or {}).get("lighting"),
+                lighting=_lighting(probe.extras),
             )
             kind = "persistent"
             name_lower = stem.lower()
@@ -375,7 +382,8 @@ def inventory_characters(root: Path, cfg: InventoryConfig,
             if loco not in LOCOMOTION_MODES:
                 raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
             scale = _as_float(m, "scale", 1.0, e.rel)
-            probe = probe_model(model, cfg.max_probe_bytes, str(m.get("up_axis", "Z")), 1.0)
+            probe = probe_model(model, cfg.max_probe_bytes, str(m.get("up_axis", "Z")), 1.0,
+                                root / pack)
             ext = probe.extent
             cap = capsule_from_bounds(ext, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
                                       cfg.min_capsule_height_m)

@@ -227,6 +227,7 @@ class LevelUnit:
         folder.mkdir(parents=True)
         spec = {
             "level_id": self.level_id, "level_path": str(self.level_file),
+            "level_root": str(self.pack),
             "load_path": self.load_path, "path_map": self.path_map1,
             "scale": float(self.row["scale"]), "up_axis": str(self.row["up_axis"]),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,

@@ -17,6 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .asset_guard import AssetInputError, check_egg, check_gltf
 from .spawns import is_start_node
 
 LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
@@ -177,6 +178,8 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
     probe.animations = [a.get("name", f"anim{i}") for i, a in enumerate(doc.get("animations", []))]
     probe.extras = doc.get("scenes", [{}])[doc.get("scene", 0)].get("extras", {}) if doc.get(
         "scenes") else {}
+    if not isinstance(probe.extras, dict):
+        probe.extras = {}  # extras may be any JSON value; only an object carries ours
     lo = [math.inf] * 3
     hi = [-math.inf] * 3
 
@@ -187,6 +190,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None) -> ModelProbe:
         world = parent @ _Affine.from_node(node)
         name = str(node.get("name", ""))
         extras = node.get("extras", {}) or {}
+        extras = extras if isinstance(extras, dict) else {}
         pos = _y_up_to_z_up(world.apply((0, 0, 0)))
         role = extras.get("role", "")
         if is_start_node(name, {k: str(v) for k, v in extras.items()}
@@ -274,7 +278,8 @@ def _probe_obj(data: bytes, up_axis: str, scale: float) -> ModelProbe:
     return _probe_points("obj", points, triangles, up_axis, scale)
 
 
-def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> ModelProbe:
+def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float,
+               guard: tuple[Path, Path] | None = None) -> ModelProbe:
     if compressed:
         try:
             data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
@@ -285,6 +290,11 @@ def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> Mod
                 raise ProbeError("corrupt_file", f".pz does not decompress: {exc}") from None
     if b"<" not in data[:4096]:
         raise ProbeError("corrupt_file", "not an egg file (no <Tag> in the first 4 KiB)")
+    if guard is not None:
+        try:
+            check_egg(data, *guard)
+        except AssetInputError as exc:
+            raise ProbeError(exc.reason, exc.detail) from None
     points = [tuple(float(c) for c in m.groups()) for m in _EGG_VERTEX.finditer(data)]
     polygons = data.count(b"<Polygon>")
     probe = _probe_points("egg", points, polygons, up_axis, scale)
@@ -294,8 +304,11 @@ def _probe_egg(data: bytes, compressed: bool, up_axis: str, scale: float) -> Mod
 
 
 def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: str = "Z",
-                scale: float = 1.0) -> ModelProbe:
-    """Probe one model/level file; raise ProbeError with a reason code when it is unusable."""
+                scale: float = 1.0, root: Path | None = None) -> ModelProbe:
+    """Probe one model/level file; raise ProbeError with a reason code when it is unusable.
+    Files it references (glTF buffers and images, egg textures) must lie inside ``root``
+    (default: the file's folder); they are never opened (stages.core.asset_guard)."""
+    guard = (path.parent, root if root is not None else path.parent)
     fmt = model_format(path)
     if fmt is None:
         raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
@@ -314,20 +327,27 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: str = "Z",
     except OSError as exc:
         raise ProbeError("unreadable", f"{exc.strerror or exc}") from None
     if not data:
-        raise ProbeError("corrupt_file", "file is empty")
-    if fmt == "glb":
-        doc, bin_len = _parse_glb(data)
-        return _probe_gltf_doc(doc, bin_len)
-    if fmt == "gltf":
+        raise ProbeError("empty_file", "file is empty")
+    if fmt in ("glb", "gltf"):
+        bin_len: int | None = None
+        if fmt == "glb":
+            doc, bin_len = _parse_glb(data)
+        else:
+            try:
+                doc = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
+        if not isinstance(doc, dict) or "asset" not in doc:
+            raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
         try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
-        return _probe_gltf_doc(doc, None)
+            check_gltf(doc, bin_len, *guard)
+        except AssetInputError as exc:
+            raise ProbeError(exc.reason, exc.detail) from None
+        return _probe_gltf_doc(doc, bin_len)
     if fmt == "obj":
         return _probe_obj(data, up_axis, scale)
     if fmt in ("egg", "egg.pz"):
-        return _probe_egg(data, fmt == "egg.pz", up_axis, scale)
+        return _probe_egg(data, fmt == "egg.pz", up_axis, scale, guard)
     if fmt == "bam":
         if not data.startswith(b"pbj\x00\n\r"):
             raise ProbeError("corrupt_file", "bam magic missing")
