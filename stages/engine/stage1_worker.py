@@ -98,8 +98,9 @@ class StagedEngine:
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0, up_axis: str = "Z"):
         real = self._load_path or self._staged(path)
-        # refuse a level whose references leave its pack before any loader follows them
-        check_model_file(Path(real), Path(self._staged(self._root)) if self._root else None)
+        # refuse a level whose references leave its pack before any loader follows them (the
+        # root is the staged pack itself, never mapped: a character of the same pack maps it)
+        check_model_file(Path(real), Path(self._root) if self._root else None)
         return self._e.load_level(real, level_id, scale, up_axis)
 
     def load_character(self, spec: CharacterSpec) -> Any:
