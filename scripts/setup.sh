@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-DEB_PKGS="libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1 chromium fonts-dejavu-core"
+DEB_PKGS="libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1 chromium fonts-dejavu-core strace"
 missing=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -210,6 +210,12 @@ def _is_character_asset(rel: Path, char_dirs: set[Path]) -> bool:
     return any(p.lower() in NON_LEVEL_FOLDERS for p in rel.parts[:-1])
 
 
+def _lighting(extras: dict) -> str | None:
+    ours = extras.get("wmforge")
+    v = ours.get("lighting") if isinstance(ours, dict) else None
+    return str(v) if v is not None else None
+
+
 def _empty_level_row(**kw: Any) -> dict:
     row: dict[str, Any] = {c: None for c in LEVEL_COLUMNS}
     row.update(kw)
@@ -286,7 +292,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row["file_count"] = len(folder_files)
             try:
                 row["size_bytes"] = e.path.stat().st_size
-                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale)
+                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale,
+                                    root / pack)  # references stay inside the pack
             except ProbeError as exc:
                 row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
                 rows.append(row)
@@ -304,7 +311,7 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 bounds_json=json.dumps({"min": probe.bounds_min, "max": probe.bounds_max}),
                 player_starts_json=json.dumps([list(p) for p in probe.player_starts]),
                 pois_json=json.dumps([list(p) for p in probe.pois]),
-                lighting=(probe.extras.get("wmforge") or {}).get("lighting"),
+                lighting=_lighting(probe.extras),
                 coordinate_system=probe.coordinate_system,
                 coordinate_system_source=probe.coordinate_system_source,
             )
@@ -360,7 +367,7 @@ def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> Inve
         raise ConfigError(f"library.root: '{root}' is not a folder")
     overrides = _load_yaml(root / overrides_file)
     entries = list(walk_library(root))
-    probe = _Probes(cfg)
+    probe = _Probes(cfg, root)
     owned: set[Path] = set()
     if cfg.discover_characters:
         files = [e.path for e in entries if e.path is not None]

@@ -43,15 +43,25 @@ SIDECAR_KEYS = ("name", "model", "kind", "animations", "scale", "yaw_correction_
 class _Probes:
     """Each model probed once per inventory run (levels and characters share it)."""
 
-    def __init__(self, cfg: InventoryConfig):
+    def __init__(self, cfg: InventoryConfig, root: Path):
         self.cfg = cfg
+        self.root = root.resolve()
         self._memo: dict[tuple[str, str | None], ModelProbe | ProbeError] = {}
+
+    def _pack(self, path: Path) -> Path | None:
+        """The pack folder holding ``path``: references must stay inside it (asset_guard)."""
+        try:
+            rel = path.resolve().relative_to(self.root)
+        except ValueError:
+            return None
+        return self.root / rel.parts[0] if len(rel.parts) > 1 else None
 
     def __call__(self, path: Path, up_axis: Any = None) -> ModelProbe:
         key = (str(path), None if up_axis is None else str(up_axis))
         if key not in self._memo:
             try:
-                self._memo[key] = probe_model(path, self.cfg.max_probe_bytes, up_axis, 1.0)
+                self._memo[key] = probe_model(path, self.cfg.max_probe_bytes, up_axis, 1.0,
+                                              self._pack(path))
             except ProbeError as exc:
                 self._memo[key] = exc
         hit = self._memo[key]
@@ -214,7 +224,7 @@ def inventory_characters(root: Path, cfg: InventoryConfig, entries: list[Any],
                          probe: Callable[..., ModelProbe] | None = None) -> pd.DataFrame:
     """Rows for every character under ``root``: sidecar ones, then discovered ones."""
     root = root.resolve()
-    probe = probe or _Probes(cfg)
+    probe = probe or _Probes(cfg, root)
     files = [e.path for e in entries if e.path is not None]
     sidecars = [e for e in entries if e.path is not None and e.path.name == "character.json"]
     rows = []

@@ -11,9 +11,13 @@ Stage II at the screening preset, then automatic detectors, each a reason code:
 - ``interpenetration``: the capsule overlapping visible geometry beyond a tolerance (drawn
   geometry without collision: foliage, set dressing).
 
-A contact sheet per level (``sheets/<level>.png``) for the manual look the paper keeps, and a
-review file (``screen.review_file``) whose entries override the automatic verdict. Outputs
-``clips.parquet`` (one row per clip, measurements and reasons) and ``levels.parquet``.
+Screening uses the library's own characters (``screen.characters``: empty = every usable
+walking character of the library screened; a named one it lacks stops the stage at start-up).
+A contact sheet per level (``sheets/<level>.png``: tiles >= 320 px with the reasons written on
+them) for the manual look the paper keeps, and a review file (``screen.review_file``) whose
+entries override the automatic verdict. Outputs ``clips.parquet`` (one row per clip,
+measurements, reasons and ``detail``: the engine's own error text for a clip that failed) and
+``levels.parquet``.
 """
 
 from __future__ import annotations

@@ -81,7 +81,9 @@ def test_exposure_compensation_in_linear_light(made):
         meta = json.loads((lv / name / "meta.json").read_text())
         meta["level"]["exposure_compensation"] = ev
         (lv / name / "meta.json").write_text(json.dumps(meta))
-    index, fails = run_render(small_render_cfg(preview=False, width=128, height=72),
+    # tone map off: the compensation scales linear light, which the tone map then curves
+    index, fails = run_render(small_render_cfg(preview=False, width=128, height=72,
+                                               tone_map="none"),
                               root / "exp", root / "renders", log=lambda m: None)
     assert fails.empty and len(index) == 3
     frames = {}
@@ -105,3 +107,34 @@ def test_bad_override_values_are_config_errors(tmp_path):
     (tmp_path / "overrides.yaml").write_text("Yard/Plain:\n  starts: [[1, 2]]\n")
     with pytest.raises(ConfigError, match=r"Yard/Plain: starts\[0\]"):
         run_inventory(tmp_path, load_params().inventory, "overrides.yaml")
+
+
+EGG_TEXTURED = """<CoordinateSystem> { Z-Up }
+<Texture> ground_tex { "tex/ground.png" }
+<Group> ground {
+  <VertexPool> g {
+    <Vertex> 0 { -20 -20 0 <UV> { 0 0 } } <Vertex> 1 { 20 -20 0 <UV> { 1 0 } }
+    <Vertex> 2 { 20 20 0 <UV> { 1 1 } } <Vertex> 3 { -20 20 0 <UV> { 0 1 } }
+  }
+  <Polygon> { <TRef> { ground_tex } <VertexRef> { 0 1 2 3 <Ref> { g } } }
+}
+"""
+
+
+def test_level_references_resolve_in_its_pack_when_a_character_shares_it(tmp_path):
+    """A pack holding a level and a character (Panda3D's samples do): the level's texture,
+    relative to the staged level, is inside the staged pack (not the character's copy)."""
+    from stages.assetgen.gltf_writer import encode_png
+
+    lib = build_small_library(tmp_path / "lib", pack="Mixed", levels={}, char_pack="Mixed")
+    (lib / "Mixed/tex").mkdir()
+    (lib / "Mixed/tex/ground.png").write_bytes(encode_png(np.full((8, 8, 3), 120, np.uint8)))
+    (lib / "Mixed/Field.egg").write_text(EGG_TEXTURED)
+    cfg = load_params(overrides=["trajectories.per_level=1", "trajectories.frames=10",
+                                 f"node.work_dir={tmp_path / 'work'}",
+                                 f"node.snapshot_dir={tmp_path / 'snap'}"])
+    inv = run_inventory(lib, cfg.inventory, "overrides.yaml")
+    assert inv.levels.set_index("level_id").loc["Mixed/Field", "enabled"]
+    fails = run_trajectories(cfg, inv.levels, inv.characters, lib, tmp_path / "traj",
+                             log=lambda m: None)
+    assert fails.empty, fails.to_dict("records")

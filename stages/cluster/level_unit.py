@@ -177,12 +177,13 @@ class LevelUnit:
         self.path_map1: dict[str, str] = {}
         self.path_map2: dict[str, str] = {}
         self.load_path = ""
+        self.load_root = ""  # the staged copy of the level's pack (empty: not staged)
 
     # -------------------------------------------------------------- staging (§5.3, §12)
 
     def stage(self, slot_dir: Path) -> None:
         ctx = self.ctx
-        self.load_path = ""
+        self.load_path = self.load_root = ""
         self.path_map1, self.path_map2 = {}, {}
         if not ctx.node.stage_assets or not self.pack.is_dir():
             return  # a missing pack: the engine process names the missing file per trajectory
@@ -190,6 +191,7 @@ class LevelUnit:
         shutil.copytree(self.pack, staged)  # links followed: the copy stands on its own
         self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
                                                       os.path.abspath(self.pack)))
+        self.load_root = str(staged)  # what the level's references may point into
         self.path_map1 = {str(self.pack): str(staged)}
         self.path_map2 = {os.path.abspath(self.pack): os.path.abspath(staged)}
         for cd in self.char_dirs:
@@ -237,6 +239,7 @@ class LevelUnit:
         folder.mkdir(parents=True)
         spec = {
             "level_id": self.level_id, "level_path": str(self.level_file),
+            "level_root": self.load_root or str(self.pack),
             "load_path": self.load_path, "path_map": self.path_map1,
             "scale": float(self.row["scale"]),
             "up_axis": normalize_coordinate_system(self.row["up_axis"]),

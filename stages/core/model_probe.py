@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .asset_guard import AssetInputError, check_egg, check_gltf
 from .spawns import is_start_node
 
 LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
@@ -272,6 +273,8 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
     probe.animations = [a.get("name", f"anim{i}") for i, a in enumerate(doc.get("animations", []))]
     probe.extras = doc.get("scenes", [{}])[doc.get("scene", 0)].get("extras", {}) if doc.get(
         "scenes") else {}
+    if not isinstance(probe.extras, dict):
+        probe.extras = {}  # extras may be any JSON value; only an object carries ours
     lo = [math.inf] * 3
     hi = [-math.inf] * 3
 
@@ -282,6 +285,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
         world = parent @ _Affine.from_node(node)
         name = str(node.get("name", ""))
         extras = node.get("extras", {}) or {}
+        extras = extras if isinstance(extras, dict) else {}
         pos = conv(world.apply((0, 0, 0)))
         role = extras.get("role", "")
         if is_start_node(name, {k: str(v) for k, v in extras.items()}
@@ -370,7 +374,7 @@ def _probe_obj(data: bytes, cs: str, scale: float) -> ModelProbe:
 
 
 def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
-               scale: float) -> ModelProbe:
+               scale: float, guard: tuple[Path, Path] | None = None) -> ModelProbe:
     if compressed:
         try:
             data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
@@ -381,6 +385,11 @@ def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
                 raise ProbeError("corrupt_file", f".pz does not decompress: {exc}") from None
     if b"<" not in data[:4096]:
         raise ProbeError("corrupt_file", "not an egg file (no <Tag> in the first 4 KiB)")
+    if guard is not None:
+        try:
+            check_egg(data, *guard)
+        except AssetInputError as exc:
+            raise ProbeError(exc.reason, exc.detail) from None
     cs, source = effective_coordinate_system(path, up_axis, head=data)
     points = [tuple(float(c) for c in m.groups()) for m in _EGG_VERTEX.finditer(data)]
     polygons = data.count(b"<Polygon>")
@@ -397,15 +406,18 @@ def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
 
 
 def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None,
-                scale: float = 1.0) -> ModelProbe:
+                scale: float = 1.0, root: Path | None = None) -> ModelProbe:
     """Probe one model/level file; raise ProbeError with a reason code when it is unusable.
 
     ``up_axis`` is the sidecar's override of the file's declared coordinate system (None: as
-    declared); a value that is not a coordinate system is a ProbeError ``bad_up_axis``."""
+    declared); a value that is not a coordinate system is a ProbeError ``bad_up_axis``.
+    Files it references (glTF buffers and images, egg textures) must lie inside ``root``
+    (default: the file's folder); they are never opened (stages.core.asset_guard)."""
     try:
         normalize_coordinate_system(up_axis)
     except ValueError as exc:
         raise ProbeError("bad_up_axis", str(exc)) from None
+    guard = (path.parent, root if root is not None else path.parent)
     fmt = model_format(path)
     if fmt is None:
         raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
@@ -424,19 +436,24 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
     except OSError as exc:
         raise ProbeError("unreadable", f"{exc.strerror or exc}") from None
     if not data:
-        raise ProbeError("corrupt_file", "file is empty")
+        raise ProbeError("empty_file", "file is empty")
     cs, source = effective_coordinate_system(path, up_axis)
-    if fmt == "glb":
-        doc, bin_len = _parse_glb(data)
-        probe = _probe_gltf_doc(doc, bin_len, cs)
-        probe.coordinate_system_source = source
-        return probe
-    if fmt == "gltf":
+    if fmt in ("glb", "gltf"):
+        bin_len: int | None = None
+        if fmt == "glb":
+            doc, bin_len = _parse_glb(data)
+        else:
+            try:
+                doc = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
+        if not isinstance(doc, dict) or "asset" not in doc:
+            raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
         try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
-        probe = _probe_gltf_doc(doc, None, cs)
+            check_gltf(doc, bin_len, *guard)
+        except AssetInputError as exc:
+            raise ProbeError(exc.reason, exc.detail) from None
+        probe = _probe_gltf_doc(doc, bin_len, cs)
         probe.coordinate_system_source = source
         return probe
     if fmt == "obj":
@@ -444,7 +461,7 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
         probe.coordinate_system_source = source
         return probe
     if fmt in ("egg", "egg.pz"):
-        return _probe_egg(data, fmt == "egg.pz", path, up_axis, scale)
+        return _probe_egg(data, fmt == "egg.pz", path, up_axis, scale, guard)
     if fmt == "bam":
         if not data.startswith(b"pbj\x00\n\r"):
             raise ProbeError("corrupt_file", "bam magic missing")

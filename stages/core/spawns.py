@@ -118,10 +118,34 @@ def _drops(ray: Ray, x: float, y: float, z: float, step: float) -> bool:
     return hit is None
 
 
+def isolated(ray: Ray, x: float, y: float, z: float, step: float, max_slope_deg: float,
+             height: float, reach: float, ds: float = 0.5) -> bool:
+    """No walkable way down from (x, y, z): marching outward in eight directions over the
+    surface, every one meets a drop or a rise steeper than a step (an edge, a wall) before it
+    has come down a storey or left the level."""
+    rise = max(step, ds * math.tan(math.radians(max_slope_deg)))
+    d = math.sqrt(0.5)
+    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1), (d, d), (-d, -d), (d, -d), (-d, d)):
+        zz = z
+        for k in range(1, int(reach / ds) + 1):
+            px, py = x + dx * ds * k, y + dy * ds * k
+            hit = ray((px, py, zz + rise + 0.05), (px, py, zz - rise - 0.05))
+            if hit is None:
+                break  # an edge (or a wall we started inside of)
+            zz = float(hit.position[2])
+            if zz <= z - height:
+                return False  # came down a storey gently: a way down exists
+        else:
+            return False  # walked out of the level without meeting an edge
+    return True
+
+
 def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, height: float,
-                  step: float, max_slope_deg: float, min_width: float, reach: float
-                  ) -> list[Floor]:
-    """The surfaces of the column at (x, y), top to bottom, each judged as a floor."""
+                  step: float, max_slope_deg: float, min_width: float, reach: float,
+                  base_z: float | None = None) -> list[Floor]:
+    """The surfaces of the column at (x, y), top to bottom, each judged as a floor
+    (``base_z``: the level's lowest point; a block top more than two character heights above
+    it with no walkable way down is not a floor)."""
     hits = cast_through(ray, (x, y, top), (x, y, bottom))
     cos_max = math.cos(math.radians(max_slope_deg))
     out: list[Floor] = []
@@ -138,6 +162,12 @@ def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, heigh
                  for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
         narrow = (drops[0] and drops[1]) or (drops[2] and drops[3]) or sum(drops) >= 3
         out.append(Floor(z, clearance, narrow=narrow, inside=inside))
+    if (out and math.isinf(out[0].clearance) and out[0].ok and base_z is not None
+            and out[0].z > base_z + 2 * height
+            and isolated(ray, x, y, out[0].z, step, max_slope_deg, height, reach)):
+        # a block top high above the level with a drop or a wall on every side (a solid
+        # building's roof): no walking path leads there from the ground
+        out[0] = Floor(out[0].z, out[0].clearance, roof=True)
     if out and math.isinf(out[0].clearance) and hits and out[0].z == float(hits[0].position[2]):
         # the topmost surface, sky above: a roof when this column, or one beside it (the
         # column may stand on a wall under the roof), holds a floor below it

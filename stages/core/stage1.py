@@ -233,7 +233,8 @@ class Stage1Controller:
         reach = 10.0 + math.dist(lo, hi)
         floors = column_floors(ray, c.x, c.y, hi[2] + 5.0, lo[2] - 5.0, ch.total_height,
                                ch.step_height, ch.max_slope_deg,
-                               self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach)
+                               self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach,
+                               base_z=lo[2])
         f = pick_floor(floors, c.hint_z, self.rng.randrange)
         return None if f is None else f.z
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
 from ..core.spawns import is_start_node
+from .slope_limit import climbs_steep
 
 GRAVITY = 9.81
 SKIN = 0.01  # m kept between the capsule and any surface
@@ -432,47 +433,12 @@ class EmbeddedEngine:
             self._vz = 0.0
 
     def _climbs_steep(self, end: Vec3) -> bool:
-        """True when moving from the current position to ``end`` (capsule centres) climbs ground
-        steeper than the walkable limit. A rise a walkable slope cannot explain must be a step:
-        the ground over a baseline behind ``end`` and ahead of it must stay within the limit,
-        the baseline long enough that one riser of the step height reads as walkable. A rough or
-        terraced face steeper than the limit is made of small walkable ledges, each a legal
-        step on its own, and must not be climbed ledge by ledge."""
+        """Moving the capsule centre to ``end`` would climb ground steeper than the walkable
+        limit (a rough or terraced face, ledge by ledge): ``stages.engine.slope_limit``."""
         assert self.spec is not None
-        rise = end[2] - self._pos[2]
-        dx, dy = end[0] - self._pos[0], end[1] - self._pos[1]
-        run = math.hypot(dx, dy)
-        tan_max = math.tan(math.radians(self.spec.max_slope_deg))
-        if run < 1e-6 or rise <= 1e-3:
-            return False
-        ux, uy = dx / run, dy / run
-        base = max(2 * self.spec.capsule_radius, self.spec.step_height / max(tan_max, 0.05))
-        allowed = base * tan_max + 1e-3
-        lift = allowed + self.spec.step_height
-        above = self.raycast(end, (end[0], end[1], end[2] + lift))
-        top = end[2] + lift if above is None else above.position[2] - 0.02
-        depth = top - (end[2] - self._centre_offset() - lift)
-
-        def ground(x: float, y: float) -> float | None:
-            hit = self.raycast((x, y, top), (x, y, top - depth))
-            return None if hit is None else hit.position[2]
-
-        here = ground(end[0], end[1])
-        if here is None:
-            return False
-        behind = ground(end[0] - ux * base, end[1] - uy * base)
-        if behind is not None and here - behind > allowed:
-            return True  # came up faster than the limit allows
-        # ground rising steeply next to us, in the direction of travel or along the fall line
-        # (a diagonal path up a steep face is shallow, the face is not); rises taller than a
-        # step over the baseline are walls, not ground
-        d = math.sqrt(0.5)
-        for cx, cy in ((ux, uy), (1, 0), (-1, 0), (0, 1), (0, -1), (d, d), (-d, -d), (d, -d),
-                       (-d, d)):
-            z = ground(end[0] + cx * base, end[1] + cy * base)
-            if z is not None and allowed < z - here <= lift:
-                return True
-        return False
+        return climbs_steep(self.raycast, self._pos, end, self.spec.capsule_radius,
+                            self.spec.step_height, self.spec.max_slope_deg,
+                            self._centre_offset())
 
     def _air_move(self, delta: Vec3, dt: float, speed: float) -> None:
         self._vz -= GRAVITY * dt

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import replay
+from ..core.asset_guard import AssetInputError, check_model_file
 from ..core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
 
 EXTERNAL = ("back", "left", "right", "top")
@@ -134,6 +135,10 @@ class InstanceRenderer:
             raise _Fail("missing_asset", f"level file {path} (meta.json level.path) not found")
         r = self._renderer()
         try:
+            check_model_file(path, self._pack_root(path))
+        except (AssetInputError, OSError) as exc:
+            raise _Fail("bad_asset", f"{path}: {exc}") from None
+        try:
             from .embedded import load_model
 
             model = load_model(str(path), float(lv.get("scale", 1.0)), lv.get("up_axis"))
@@ -150,6 +155,14 @@ class InstanceRenderer:
                              "lighting": lighting.get("preset") or lighting.get("lighting"),
                              "exposure_compensation": ev}
         self.level_key = key
+
+    def _pack_root(self, path: Path) -> Path:
+        """The staged (or library) pack a level file lies in: its references stay inside."""
+        for src, dst in self.path_map.items():
+            for d in (dst, src):
+                if Path(d) in path.parents:
+                    return Path(d)
+        return path.parent
 
     def _ensure_character(self, meta: dict) -> None:
         ch = meta.get("character") or {}

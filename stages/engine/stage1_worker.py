@@ -26,6 +26,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ..core.asset_guard import check_model_file
 from ..core.cameras import CameraRigConfig
 from ..core.engine_types import CharacterSpec
 from ..core.progress import COMPLETE, append_progress
@@ -81,8 +82,10 @@ def is_complete(out_dir: Path, chash: str) -> bool:
 class StagedEngine:
     """The engine, reading level and character files from the slot's staged copies."""
 
-    def __init__(self, engine: Any, load_path: str, path_map: dict[str, str]):
+    def __init__(self, engine: Any, load_path: str, path_map: dict[str, str],
+                 level_root: str = ""):
         self._e, self._load_path, self._map = engine, load_path, path_map
+        self._root = level_root  # the level's pack: what its references may point into
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._e, name)
@@ -95,8 +98,11 @@ class StagedEngine:
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
                    up_axis: str | None = None):
-        return self._e.load_level(self._load_path or self._staged(path), level_id, scale,
-                                  up_axis)
+        real = self._load_path or self._staged(path)
+        # refuse a level whose references leave its pack before any loader follows them (the
+        # root is the staged pack itself, never mapped: a character of the same pack maps it)
+        check_model_file(Path(real), Path(self._root) if self._root else None)
+        return self._e.load_level(real, level_id, scale, up_axis)
 
     def load_character(self, spec: CharacterSpec) -> Any:
         return self._e.load_character(dataclasses.replace(
@@ -106,7 +112,8 @@ class StagedEngine:
 def controller_from_spec(engine: Any, spec: dict) -> Stage1Controller:
     chars = [CharacterSpec(**c) for c in spec["characters"]]
     return Stage1Controller(
-        StagedEngine(engine, spec.get("load_path", ""), spec.get("path_map") or {}),
+        StagedEngine(engine, spec.get("load_path", ""), spec.get("path_map") or {},
+                     spec.get("level_root", "")),
         spec["level_path"], spec["level_id"], chars, list(spec["indices"]), spec["frames"],
         spec["fps"], spec["seed"], ActionConfig(**spec["actions"]), SpawnConfig(**spec["spawn"]),
         CameraRigConfig(**spec["cameras"]), level_scale=float(spec["scale"]),

@@ -72,7 +72,7 @@ def climb(eng, lane: str, approach_deg: float, speed: float, frames: int = 150) 
     return top - z0
 
 
-APPROACHES = (0.0, 20.0, -40.0, 40.0, 60.0)
+APPROACHES = (0.0, 20.0, -40.0, 40.0, 60.0, -75.0, 75.0)
 
 
 @pytest.mark.parametrize("lane", ["ramp46", "ramp54", "terraced54", "terraced46", "rough54"])

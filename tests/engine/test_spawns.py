@@ -33,6 +33,7 @@ def two_storey(path: Path, start: bool = False) -> Path:
     b.part("Stairs", stairs(14, 0.2, 0.3, 1.5, 1.0, (-5.5, -4.0, 0)), "wood")
     b.part("Roof", box(12, 12, 0.3, 1.0, (0, 0, ROOF_Z)), "metal")
     b.part("TallWall", box(10, 0.8, WALL_TOP, 1.0, (20, 0, 0)), "stone")
+    b.part("SolidBlock", box(14, 14, 12.0, 1.0, (-18, -18, 0)), "concrete")  # no way up
     if start:
         b.g.node("start_point", translation=(15.0, -12.0, 0.0))  # a bare name, no tag
     b.lights()
@@ -62,7 +63,7 @@ def test_apartment_never_spawns_on_its_roof(tmp_path):
     assert max(s["position"][2] for s in got) < 2.0, got  # floor 0 or the 1.6 m mezzanine
 
 
-def test_two_storey_house_never_on_the_roof_nor_a_wall_top(tmp_path):
+def test_two_storey_house_never_on_the_roof_nor_a_wall_top_nor_a_block(tmp_path):
     got = spawns(two_storey(tmp_path / "house.glb"), 30)
     zs = sorted(round(s["position"][2], 2) for s in got)
     assert max(zs) < ROOF_Z - 1.0, zs
