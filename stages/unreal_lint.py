@@ -1,12 +1,13 @@
 """Type-check the editor scripts in ``unreal/`` against Unreal's own API (`wmforge lint`).
 
 The stub is the editor-generated Python API of UE 5.6 shipped by the ``unreal-stub`` 0.3 wheel.
-As shipped it is not valid Python (one default value that is not an expression, FACTS: Unreal);
-:func:`prepare_stub` rewrites every ``def`` line that does not parse into ``(self, *args, **kwargs)``,
-appends the Movie Render Queue stub of this project (``unreal/typing/movie_render_queue.pyi``: the
-wheel was generated with that plugin off) and writes the result as ``unreal.pyi`` in a cache
-folder keyed by the inputs' digests. mypy then checks ``unreal/*.py`` with errors inside the stub
-ignored, so a misspelled Unreal attribute or a wrong argument fails the lint.
+As shipped it is not valid Python (one default value that is not an expression, FACTS: Unreal).
+:func:`prepare_stub` rewrites every ``def`` line that does not parse into a catch-all
+``(self, *args, **kwargs)`` signature, appends this project's Movie Render Queue stub
+(``unreal/typing/movie_render_queue.pyi``: the wheel was generated with that plugin off) and
+writes the result as ``unreal.pyi`` in a cache folder keyed by the inputs' digests. mypy then
+checks ``unreal/*.py`` with errors inside the stub ignored, so a misspelled Unreal attribute or
+a wrong argument fails the lint.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def mypy_unreal(scripts: Path | None = None, cache: Path | None = None) -> int:
         return 2
     cfg = stub_dir / "mypy.ini"
     cfg.write_text("[mypy]\npython_version = 3.11\ncheck_untyped_defs = True\n"
-                   "warn_unused_ignores = True\nno_implicit_optional = True\nignore_missing_imports = True\n"
+                   "warn_unused_ignores = True\nno_implicit_optional = True\n"
+                   "ignore_missing_imports = True\n"
                    f"mypy_path = {stub_dir}:{ROOT}\n"
                    f"cache_dir = {stub_dir / 'mypy_cache'}\n"
                    "[mypy-unreal]\nignore_errors = True\n")

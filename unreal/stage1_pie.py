@@ -29,10 +29,10 @@ for _p in (str(HERE), str(HERE.parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-import unreal  # noqa: E402
 import ue_publish  # noqa: E402
 from ue_engine import UnrealPieEngine  # noqa: E402
 
+import unreal  # noqa: E402
 from stages.core.cameras import CameraRigConfig  # noqa: E402
 from stages.core.engine_types import CharacterSpec  # noqa: E402
 from stages.core.progress import COMPLETE  # noqa: E402

@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import unreal
 import ue_frame
+
+import unreal
 from stages.core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
 
 # the camera trace channel (ECC_Camera is TraceTypeQuery2 in a default project's channel table)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from stages.core.progress import append_progress
