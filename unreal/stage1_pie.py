@@ -63,13 +63,14 @@ class Stage1Driver:
 
     def __init__(self, spec: dict, spec_path: Path):
         self.spec, self.spec_path = spec, spec_path
-        self.map = str((spec.get("engine") or {}).get("unreal_map") or spec.get("ue_map") or "")
-        self.engine = UnrealPieEngine(str((spec.get("engine") or {}).get("unreal_pawn_class")
-                                          or ""), log)
+        self.map = "" if spec.get("map_on_command_line") else str(spec.get("ue_map") or "")
+        self.engine = UnrealPieEngine(str((spec.get("unreal") or {}).get("pawn_class") or ""),
+                                      log)
         self.level_editor = unreal.get_editor_subsystem(unreal.LevelEditorSubsystem)
         self.ctrl: Stage1Controller | None = None
         self.phase = "open_map"
         self.phases_seen: list[str] = []
+        self.ctrl_states: list[str] = []  # the controller's states in the order it took them
         self.frames = 0
         self.waited = 0
         self.published = 0
@@ -146,6 +147,8 @@ class Stage1Driver:
         before = len(getattr(ctrl, "frames", []))
         frames_obj = getattr(ctrl, "frames", None)
         ctrl.tick()
+        if not self.ctrl_states or self.ctrl_states[-1] != ctrl.state:
+            self.ctrl_states.append(ctrl.state)
         after = getattr(ctrl, "frames", None)
         if after is frames_obj and after is not None and len(after) == before + 1:
             self.pending = after[-1]

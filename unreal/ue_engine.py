@@ -143,13 +143,19 @@ class UnrealPieEngine:
         if spec.locomotion != "walk":
             move.gravity_scale = 0.0
             move.set_movement_mode(unreal.MovementMode.MOVE_FLYING)
-        pawn.mesh.set_skeletal_mesh_asset(self.load_character(spec))
-        pawn.set_actor_scale3d(unreal.Vector(spec.scale, spec.scale, spec.scale))
         # what the engine really uses (§7.2): it clamps the half-height to the radius
         cap = pawn.capsule_component
         self.half_height_cm = cap.get_scaled_capsule_half_height()
         self.capsule_used[spec.character_id] = ue_frame.contract_capsule(
             cap.get_scaled_capsule_radius(), self.half_height_cm)
+        # the model: scaled and turned inside the capsule, its origin (the feet) at the bottom;
+        # the capsule itself keeps the inventory's (already scaled) size
+        mesh = pawn.mesh
+        mesh.set_skeletal_mesh_asset(self.load_character(spec))
+        mesh.set_relative_scale3d(unreal.Vector(spec.scale, spec.scale, spec.scale))
+        mesh.set_relative_location(unreal.Vector(0.0, 0.0, -self.half_height_cm), False, False)
+        mesh.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
+            spec.yaw_correction_deg)), False, False)
         self._pawn, self._spec = pawn, spec
 
     def apply_input(self, move_world: tuple[float, float], yaw_deg: float, dt: float) -> None:
