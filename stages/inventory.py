@@ -34,7 +34,7 @@ from .config import ConfigError, InventoryConfig, load_params
 from .core.actions import ACTIONS, resolve_animation_map
 from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
 from .core.levels import classify_by_name, disabled_reason
-from .core.model_probe import ProbeError, model_format, probe_model
+from .core.model_probe import UNREAL_PACKAGE_TAG, ProbeError, model_format, probe_model
 from .parquet_io import write_parquet
 
 LEVEL_COLUMNS = [
@@ -191,6 +191,26 @@ NON_LEVEL_FOLDERS = frozenset({"characters", "character", "animations", "anims",
                                "__externalactors__", "__externalobjects__"})
 
 
+UNREAL_PACKAGE_SUFFIXES = (".umap", ".uasset")
+
+
+def unreal_package_problem(path: Path) -> tuple[str, str] | None:
+    """An Unreal package (.umap, .uasset) starts with the package tag 0x9E2A83C1 (bytes
+    C1 83 2A 9E); a file without it is not one (truncated, a placeholder, another format).
+    Returns (reason, detail) for a ``broken`` row, or None."""
+    if path.suffix.lower() not in UNREAL_PACKAGE_SUFFIXES:
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        return "unreadable", f"{path.name}: {exc.strerror or exc}"
+    if len(head) < 4 or int.from_bytes(head, "little") != UNREAL_PACKAGE_TAG:
+        return ("not_unreal_package", f"{path.name}: starts with {head.hex() or 'nothing'}, "
+                f"expected the Unreal package tag {UNREAL_PACKAGE_TAG:#010x} (c1832a9e)")
+    return None
+
+
 def _is_character_asset(rel: Path, char_dirs: set[Path]) -> bool:
     """Model files beside a character.json, or under Characters/Animations folders, are not
     level candidates."""
@@ -268,6 +288,9 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row["file_count"] = len(folder_files)
             try:
                 row["size_bytes"] = e.path.stat().st_size
+                bad_package = unreal_package_problem(e.path)
+                if bad_package:
+                    raise ProbeError(*bad_package)
                 probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale)
             except ProbeError as exc:
                 row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
@@ -360,6 +383,9 @@ def inventory_characters(root: Path, cfg: InventoryConfig,
             if loco not in LOCOMOTION_MODES:
                 raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
             scale = _as_float(m, "scale", 1.0, e.rel)
+            bad_package = unreal_package_problem(model)
+            if bad_package:
+                raise ProbeError(*bad_package)
             probe = probe_model(model, cfg.max_probe_bytes, str(m.get("up_axis", "Z")), 1.0)
             ext = probe.extent
             cap = capsule_from_bounds(ext, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,

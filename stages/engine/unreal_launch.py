@@ -69,9 +69,13 @@ def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
 def prepare(stage: str, spec: dict, spec_path: Path) -> tuple[list[str], dict[str, str], int | None,
                                                                subprocess.Popen | None]:
     cfg = UnrealConfig(**(spec.get("unreal") or {}))
-    refuse_root(cfg)
     uuid = os.environ.get("WMFORGE_GPU_UUID", "")
     adapter = adapter_for_uuid(uuid, vulkan_devices()) if uuid else None
+    argv = command_line(cfg, stage, str(spec.get("ue_map", "")), adapter,
+                        int(spec.get("fps", 30)))
+    say(f"{stage}: adapter {adapter if adapter is not None else '-'} for GPU "
+        f"{uuid or '(cpu slot)'}; {' '.join(argv)}")
+    refuse_root(cfg)
     env = dict(os.environ, WMFORGE_SPEC=str(spec_path))
     xvfb = None
     if cfg.virtual_display:
@@ -79,10 +83,6 @@ def prepare(stage: str, spec: dict, spec_path: Path) -> tuple[list[str], dict[st
         xvfb = subprocess.Popen(virtual_display_argv(n), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         env["DISPLAY"] = f":{n}"
-    argv = command_line(cfg, stage, str(spec.get("ue_map", "")), adapter,
-                        int(spec.get("fps", 30)))
-    say(f"{stage}: adapter {adapter if adapter is not None else '-'} for GPU "
-        f"{uuid or '(cpu slot)'}; {' '.join(argv)}")
     return argv, env, adapter, xvfb
 
 
