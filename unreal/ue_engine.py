@@ -69,7 +69,7 @@ class UnrealPieEngine:
                 world, unreal.StaticMeshActor.static_class()):
             origin, extent = actor.get_actor_bounds(True)
             c = ue_frame.from_ue_location((origin.x, origin.y, origin.z))
-            e = (extent.x / 100.0, extent.y / 100.0, extent.z / 100.0)
+            e = ue_frame.from_ue_extent((extent.x, extent.y, extent.z))
             for k in range(3):
                 lo[k] = min(lo[k], c[k] - e[k])
                 hi[k] = max(hi[k], c[k] + e[k])
@@ -137,8 +137,8 @@ class UnrealPieEngine:
                                f"{pawn!r}, expected a Character")
         pawn.capsule_component.set_capsule_size(r_cm, hh_cm)
         move = pawn.character_movement
-        move.max_walk_speed = spec.walk_speed * ue_frame.CM_PER_M
-        move.max_step_height = spec.step_height * ue_frame.CM_PER_M
+        move.max_walk_speed = ue_frame.to_ue_length(spec.walk_speed)
+        move.max_step_height = ue_frame.to_ue_length(spec.step_height)
         move.set_walkable_floor_angle(spec.max_slope_deg)
         if spec.locomotion != "walk":
             move.gravity_scale = 0.0

@@ -20,6 +20,20 @@ Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]  # w, x, y, z
 
 
+def to_ue_length(m: float) -> float:
+    """A length, speed or height: metres → centimetres (no direction, no mirror)."""
+    return m * CM_PER_M
+
+
+def from_ue_length(cm: float) -> float:
+    return cm / CM_PER_M
+
+
+def from_ue_extent(e: Sequence[float]) -> Vec3:
+    """Half-sizes of a box (Unreal's actor bounds extent): centimetres → metres, unsigned."""
+    return (abs(e[0]) / CM_PER_M, abs(e[1]) / CM_PER_M, abs(e[2]) / CM_PER_M)
+
+
 def to_ue_location(p: Sequence[float]) -> Vec3:
     """Contract metres → Unreal centimetres (mirror y)."""
     return (p[0] * CM_PER_M, -p[1] * CM_PER_M, p[2] * CM_PER_M)
@@ -154,6 +168,11 @@ def ue_capsule_request(radius_m: float, half_height_m: float) -> tuple[float, fl
     """Contract capsule (radius, half the cylinder) → Unreal ``set_capsule_size`` arguments
     (radius, half-height including the hemisphere), centimetres."""
     return radius_m * CM_PER_M, (half_height_m + radius_m) * CM_PER_M
+
+
+def ue_half_height_cm(radius_m: float, half_height_m: float) -> float:
+    """Unreal's half-height (hemisphere included) of a recorded contract capsule, cm."""
+    return ue_capsule_request(radius_m, half_height_m)[1]
 
 
 def contract_capsule(scaled_radius_cm: float, scaled_half_height_cm: float) -> tuple[float,

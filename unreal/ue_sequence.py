@@ -129,7 +129,7 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
     comp = actor.skeletal_mesh_component
     comp.set_skeletal_mesh_asset(mesh)
     r, hh = float(frames[0]["capsule_radius_m"]), float(frames[0]["capsule_half_height_m"])
-    half_cm = (r + hh) * ue_frame.CM_PER_M  # the capsule the engine used in Stage I (§7.2)
+    half_cm = ue_frame.ue_half_height_cm(r, hh)  # the capsule the engine used in Stage I (§7.2)
     comp.set_relative_location(unreal.Vector(0.0, 0.0, -half_cm), False, False)
     comp.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
         float(ch.get("yaw_correction_deg") or 0.0))), False, False)
