@@ -177,3 +177,22 @@ def test_inventory_marks_unreal_files_without_the_package_tag_broken(tmp_path) -
     (row,) = chars.to_dict("records")
     assert not row["ok"] and row["reason"] == "model_not_unreal_package"
     assert "SK_Fox.uasset" in row["animation_notes"]
+
+
+def test_vulkan_devices_through_the_loader_match_vulkaninfo() -> None:
+    """The ctypes enumeration (what the launcher uses) against vulkaninfo, on whatever Vulkan
+    ICD this machine has (Mesa's lavapipe on the development machine)."""
+    import shutil
+    import subprocess
+
+    from stages.engine.vulkan_devices import enumerate_devices
+
+    devs = enumerate_devices()
+    exe = shutil.which("vulkaninfo")
+    if not devs or exe is None:
+        pytest.skip("no Vulkan loader/ICD or no vulkaninfo (scripts/setup.sh installs both)")
+    out = subprocess.run([exe, "--summary"], capture_output=True, text=True, timeout=60).stdout
+    ref = parse_vulkaninfo_summary(out)
+    assert [(d["index"], d["deviceName"], d["deviceUUID"]) for d in devs] == \
+        [(d["index"], d["deviceName"], d["deviceUUID"]) for d in ref]
+    assert adapter_for_uuid(devs[-1]["deviceUUID"], devs) == devs[-1]["index"]

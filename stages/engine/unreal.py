@@ -71,8 +71,14 @@ def parse_vulkaninfo_summary(text: str) -> list[dict]:
 
 
 def vulkan_devices() -> list[dict]:
-    """The Vulkan devices this process sees (``vulkaninfo --summary``); empty without the tool
-    or a Vulkan ICD."""
+    """The Vulkan devices this process sees, in Vulkan order: through the Vulkan loader
+    (:mod:`stages.engine.vulkan_devices`), else ``vulkaninfo --summary``; empty without a
+    loader or an ICD."""
+    from .vulkan_devices import enumerate_devices
+
+    devs = enumerate_devices()
+    if devs:
+        return devs
     exe = shutil.which("vulkaninfo")
     if exe is None:
         return []
