@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 EDITOR: FakeEditor | None = None
-SCRIPT_MODULES = ("ue_frame", "ue_engine", "ue_publish", "ue_sequence")
+SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_sequence")
 
 
 def _ed() -> FakeEditor:

@@ -70,3 +70,15 @@ def test_capsule_feet_and_clamp() -> None:
     c = ue_frame.ue_center_from_feet((1.0, 2.0, 3.0), 90.0)
     assert c == pytest.approx((100.0, -200.0, 390.0))
     assert ue_frame.feet_from_ue_center(c, 90.0) == pytest.approx((1.0, 2.0, 3.0))
+
+
+def test_object_paths_from_pack_files() -> None:
+    import ue_paths
+
+    assert ue_paths.object_path("/lib/Chars/Alex/Content/Alex/Meshes/SK_Alex.uasset") == \
+        "/Game/Alex/Meshes/SK_Alex"
+    assert ue_paths.object_path("/Game/Alex/Anims/Walk") == "/Game/Alex/Anims/Walk"
+    assert ue_paths.object_path("Walk.uasset", "/lib/Chars/Alex/Content/Alex/SK_Alex.uasset") \
+        == "/Game/Alex/Walk"
+    with pytest.raises(ValueError, match="Content"):
+        ue_paths.object_path("/lib/Chars/Alex/SK_Alex.glb")

@@ -207,5 +207,5 @@ def main() -> Stage1Driver:
     return driver
 
 
-if __name__ == "__main__":
+if __name__ not in ("stage1_pie", "stage2_mrq"):  # run by -ExecutePythonScript, not imported
     DRIVER = main()  # referenced from module scope for as long as the editor runs

@@ -220,5 +220,5 @@ def main() -> Stage2Driver:
     return driver
 
 
-if __name__ == "__main__":
+if __name__ not in ("stage1_pie", "stage2_mrq"):  # run by -ExecutePythonScript, not imported
     DRIVER = main()  # referenced from module scope for as long as the editor runs

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 import ue_frame
+import ue_paths
 
 import unreal
 from stages.core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
@@ -94,9 +95,10 @@ class UnrealPieEngine:
     def load_character(self, spec: CharacterSpec) -> Any:
         """Load the skeletal mesh once per task (§6.1: models cached within a task)."""
         if spec.character_id not in self._meshes:
-            mesh = unreal.EditorAssetLibrary.load_asset(spec.model_path)
+            path = ue_paths.object_path(spec.model_path)
+            mesh = unreal.EditorAssetLibrary.load_asset(path)
             if not isinstance(mesh, unreal.SkeletalMesh):
-                raise RuntimeError(f"character {spec.character_id}: {spec.model_path} is not a "
+                raise RuntimeError(f"character {spec.character_id}: {path} is not a "
                                    "SkeletalMesh asset")
             self._meshes[spec.character_id] = mesh
         return self._meshes[spec.character_id]

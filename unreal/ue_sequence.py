@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import ue_frame
+import ue_paths
 
 import unreal
 from stages.core.trajectory import VIEWS
@@ -118,9 +119,10 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
 
     # ---- the character
     ch = meta["character"]
-    mesh = unreal.EditorAssetLibrary.load_asset(str(ch["model"]))
+    model = ue_paths.object_path(str(ch["model"]))
+    mesh = unreal.EditorAssetLibrary.load_asset(model)
     if not isinstance(mesh, unreal.SkeletalMesh):
-        raise RuntimeError(f"{ch['model']}: not a SkeletalMesh")
+        raise RuntimeError(f"{model}: not a SkeletalMesh")
     actor = actors.spawn_actor_from_class(unreal.SkeletalMeshActor.static_class(),
                                           unreal.Vector(0.0, 0.0, 0.0))
     if not isinstance(actor, unreal.SkeletalMeshActor):
@@ -145,9 +147,10 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
         path = anims.get(action) or anims.get("W")
         if not path:
             continue
-        anim = unreal.EditorAssetLibrary.load_asset(str(path))
+        anim_path = ue_paths.object_path(str(path), str(ch["model"]))
+        anim = unreal.EditorAssetLibrary.load_asset(anim_path)
         if not isinstance(anim, unreal.AnimSequence):
-            raise RuntimeError(f"{path}: not an AnimSequence")
+            raise RuntimeError(f"{anim_path}: not an AnimSequence")
         lock_root(anim, log)
         sec = track.add_section()
         if not isinstance(sec, unreal.MovieSceneSkeletalAnimationSection):
