@@ -37,3 +37,13 @@ def test_a_misspelled_unreal_attribute_fails_the_lint(tmp_path, capfd) -> None:
     assert mypy_unreal(copy) != 0
     assert '"MoviePipelineAntiAliasingSetting" has no attribute "spatial_samples_count"' in \
         capfd.readouterr().out
+
+
+def test_every_unreal_name_the_scripts_use_is_listed_with_its_source() -> None:
+    import re
+
+    doc = (SCRIPTS.parent / "docs" / "unreal-api-calls.md").read_text()
+    names = set()
+    for p in SCRIPTS.glob("*.py"):
+        names |= set(re.findall(r"\bunreal\.(\w+)", p.read_text()))
+    assert names and not sorted(n for n in names if n not in doc)
