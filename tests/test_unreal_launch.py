@@ -65,6 +65,11 @@ def test_adapter_by_uuid_in_vulkan_order() -> None:
 
 
 def test_adapter_fallback_is_found_in_the_log() -> None:
+    # a real UE 4.25 Linux line (adamrehn/pixel-streaming-linux issue 46)
+    real = ("[2021.05.04-18.53.50:938][  0]LogVulkanRHI: Display: Using Device 0: Geometry 1 "
+            "Tessellation 1\n")
+    assert check_adapter(real, 0) == (True, real.strip())
+    assert check_adapter(real, 2)[0] is False
     ok = "[2025.01.01-00.00.01:000][  0]LogVulkanRHI: Display: Chosen device index: 1\n"
     assert check_adapter(ok, 1) == (True, ok.strip())
     assert check_adapter(ok, 0)[0] is False
