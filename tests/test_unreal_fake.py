@@ -382,3 +382,28 @@ def test_crash_mid_render_leaves_only_finished_trajectories(stage1, tmp_path, mo
     kept = sorted(x.name for x in inst.iterdir() if x.is_dir())
     assert kept == [first]  # the second job's frames and folders are gone
     assert all((inst / first / f"{v}.mp4").exists() for v in VIEWS)
+
+
+def test_an_editor_that_exits_0_without_frames_has_failed(stage1, tmp_path, monkeypatch,
+                                                          capsys) -> None:
+    """A command-line MRQ render exits 0 when it failed (FACTS: Unreal): success is judged by
+    the frames and progress lines, never by the exit code."""
+    import os
+
+    from stages.engine import unreal_launch
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    inst, spec = stage2_instance(tmp_path, stage1)
+    editor = tmp_path / "UnrealEditor-Cmd"
+    editor.write_text("#!/bin/sh\necho '[2025.01.01-00.00.01:000][  4]LogMovieRenderPipeline: "
+                      "MoviePipelineLinearExecutorBase finished 1 jobs in +00:00:01.000.'\n"
+                      "exit 0\n")
+    editor.chmod(0o755)
+    spec["unreal"]["editor"], spec["unreal"]["project"] = str(editor), "/p/Render.uproject"
+    (inst / "instance.json").write_text(json.dumps(spec))
+    monkeypatch.delenv("WMFORGE_GPU_UUID", raising=False)
+    monkeypatch.delenv("WMFORGE_OWNER_LOCK_FD", raising=False)
+    assert unreal_launch.main(["stage2", str(inst)]) == 1
+    out = capsys.readouterr().out
+    assert "editor exit code 0" in out and "no completion marker" in out
+    assert not (inst / COMPLETE).exists() and not read_progress(inst)
