@@ -498,8 +498,11 @@ class AssetTools(Object):
     def create_asset(self, asset_name: str, package_path: str, asset_class: type,
                      factory: Any, calling_context: str = "None") -> Object:
         path = f"{package_path}/{asset_name}.{asset_name}"
+        ed = _ed()
+        if path in ed.assets:
+            raise RuntimeError(f"asset {path} already exists")
         seq = asset_class(asset_name, path)
-        _ed().assets[path] = seq
+        ed.assets[path] = ed.sequences[path] = seq
         return seq
 
 
@@ -798,6 +801,13 @@ class EditorAssetLibrary:
         return _ed().assets.get(asset_path)  # type: ignore[return-value]
 
     @classmethod
+    def delete_loaded_asset(cls, asset_to_delete: Object) -> bool:
+        ed = _ed()
+        path = asset_to_delete.get_path_name()
+        ed.deleted.append(path)
+        return ed.assets.pop(path, None) is not None
+
+    @classmethod
     def save_loaded_asset(cls, asset_to_save: Object, only_if_is_dirty: bool = True) -> bool:
         _ed().saved.append(asset_to_save.get_path_name())
         return True
@@ -866,6 +876,8 @@ class FakeEditor:
         self.rendered_jobs = 0
         self.crash_after_jobs = crash_after_jobs
         self.saved: list[str] = []
+        self.deleted: list[str] = []
+        self.sequences: dict[str, Any] = {}  # every sequence made, deleted or not
         self.destroyed: list[str] = []
         self.level_actors = level_actors or []
         self.stdout = stdout

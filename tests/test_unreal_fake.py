@@ -221,8 +221,11 @@ def stage2(stage1, tmp_path_factory):
 def test_stage2_sequence_keys_every_frame_with_explicit_scale(stage1, stage2) -> None:
     assert stage2["rc"] == 0, stage2["ed"].log_lines[-5:]
     ed = stage2["ed"]
+    pkg = f"/Game/Wmforge/Sequences/{stage2['inst'].name}"
+    assert sorted(ed.deleted) == sorted(f"{pkg}/{j['name']}.{j['name']}"
+                                        for j in stage2["spec"]["jobs"])  # cleaned up
     for job in stage2["spec"]["jobs"]:
-        seq = ed.assets[f"/Game/Wmforge/Sequences/{job['name']}.{job['name']}"]
+        seq = ed.sequences[f"{pkg}/{job['name']}.{job['name']}"]
         frames = pd.read_parquet(Path(job["traj_dir"]) / "frames.parquet")
         cams = pd.read_parquet(Path(job["traj_dir"]) / "cameras.parquet")
         n = len(frames)
@@ -407,3 +410,17 @@ def test_an_editor_that_exits_0_without_frames_has_failed(stage1, tmp_path, monk
     out = capsys.readouterr().out
     assert "editor exit code 0" in out and "no completion marker" in out
     assert not (inst / COMPLETE).exists() and not read_progress(inst)
+
+
+def test_stage2_leaves_when_every_step_fails(stage1, tmp_path, monkeypatch) -> None:
+    """A failure that repeats on every frame (here: no MRQ subsystem) ends the editor instead of
+    spinning; each trajectory gets a failed line the node side turns into a failure row."""
+    ed_inst, spec = stage2_instance(tmp_path, stage1)
+    ed = new_editor(stage1["course"])
+    monkeypatch.delitem(ed.subsystems, fu.MoviePipelineQueueSubsystem)
+    rc = ed.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(ed_inst / "instance.json")}, MAP,
+                max_frames=200)
+    assert rc == 0 and ed.calls[-1] == "quit_editor"
+    rows = [json.loads(x) for x in (ed_inst / "rendered.jsonl").read_text().splitlines()]
+    assert [r["ok"] for r in rows] == [False, False]
+    assert all("MoviePipelineQueueSubsystem unavailable" in r["detail"] for r in rows)

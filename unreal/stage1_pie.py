@@ -99,6 +99,11 @@ class Stage1Driver:
                        f"{type(exc).__name__}: {exc}")
 
     def _fail(self, reason: str, detail: str) -> None:
+        if self.error:  # failing again while shutting down: quit without further steps
+            unreal.log_error(f"wmforge: stage1: during shutdown: {detail}")
+            self.phase = "done"
+            unreal.SystemLibrary.quit_editor()
+            return
         self.error = detail
         with open(self.spec["failures"], "a") as f:
             f.write(json.dumps({"level_id": self.spec["level_id"], "trajectory": -1,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,10 @@ import ue_sequence  # noqa: E402
 
 import unreal  # noqa: E402
 
-PACKAGE = "/Game/Wmforge/Sequences"
+PACKAGE = "/Game/Wmforge/Sequences"  # + the instance: a package of its own per run
 FILE_NAME_FORMAT = "{camera_name}/{frame_number}"
 RENDERED = "rendered.jsonl"
+MAX_ERRORS_IN_A_ROW = 3  # frames that fail one after another before the editor quits
 
 
 def log(msg: str) -> None:
@@ -95,11 +97,13 @@ class Stage2Driver:
         self.removed: list[str] = []
         self.current: dict | None = None
         self.spawned: list[unreal.Actor] = []
+        self.sequence: unreal.LevelSequence | None = None
         self.executor: unreal.MoviePipelinePIEExecutor | None = None
         self.finished: bool | None = None
         self.errors: list[str] = []
         self.mrq: dict = {}
         self.handle: object | None = None
+        self.errors_in_a_row = 0
 
     def start(self) -> None:
         unreal.EditorPythonScripting.set_keep_python_script_alive(True)
@@ -111,8 +115,15 @@ class Stage2Driver:
             self.phases_seen.append(self.phase)
         try:
             getattr(self, f"_on_{self.phase}")()
+            self.errors_in_a_row = 0
         except Exception as exc:  # noqa: BLE001 - this trajectory fails, the instance goes on
             unreal.log_error(f"wmforge: stage2: mrq_error {type(exc).__name__}: {exc}")
+            self.errors_in_a_row += 1
+            if self.phase == "quit" or self.errors_in_a_row > MAX_ERRORS_IN_A_ROW:
+                # failing while shutting down, or over and over: leave (the launcher judges)
+                self.phase = "done"
+                unreal.SystemLibrary.quit_editor()
+                return
             if self.current is not None:
                 self._rendered(False, "mrq_error", f"{type(exc).__name__}: {exc}")
             self.phase = "next" if self.phase in ("next", "wait") else "quit"
@@ -129,7 +140,11 @@ class Stage2Driver:
         self.phase = "next"
 
     def _on_next(self) -> None:
-        self._cleanup()
+        try:
+            self._cleanup()
+        except Exception as exc:  # noqa: BLE001 - leftovers of one job never stop the next
+            unreal.log_warning(f"wmforge: stage2: cleanup failed: {type(exc).__name__}: {exc}")
+            self.spawned, self.sequence = [], None
         self.k += 1
         if self.k >= len(self.jobs):
             self.phase = "quit"
@@ -140,8 +155,10 @@ class Stage2Driver:
         frames, cams = ue_sequence.read_trajectory(traj)
         meta = json.loads((traj / "meta.json").read_text())
         st = self.spec["settings"]
+        package = f"{PACKAGE}/{re.sub(r'[^A-Za-z0-9_]', '_', self.inst.name)}"
         seq, self.spawned = ue_sequence.build_sequence(
-            job["name"], PACKAGE, frames, cams, meta, int(st["width"]), int(st["height"]), log)
+            job["name"], package, frames, cams, meta, int(st["width"]), int(st["height"]), log)
+        self.sequence = seq
         subsystem = unreal.get_editor_subsystem(unreal.MoviePipelineQueueSubsystem)
         if subsystem is None:
             raise RuntimeError("MoviePipelineQueueSubsystem unavailable (Movie Render Queue "
@@ -206,11 +223,15 @@ class Stage2Driver:
         self.current = None
 
     def _cleanup(self) -> None:
+        """The rendered trajectory's actors and sequence asset go (the project stays clean)."""
         actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
         for a in self.spawned:
             if actors is not None:
                 actors.destroy_actor(a)
         self.spawned = []
+        if self.sequence is not None:
+            unreal.EditorAssetLibrary.delete_loaded_asset(self.sequence)
+            self.sequence = None
 
 
 def main() -> Stage2Driver:
