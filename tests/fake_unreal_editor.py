@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 
 from tests import fake_unreal as fu
+from tests.fake_unreal_world import FakeEditor
 
 
-def world_from(doc: dict) -> fu.FakeEditor:
+def world_from(doc: dict) -> FakeEditor:
     assets: dict = {p: fu.SkeletalMesh(p) for p in doc.get("meshes", [])}
     assets.update({p: fu.AnimSequence(p) for p in doc.get("animations", [])})
     actors = [fu.LevelSequenceActor(auto_play=bool(a)) for a in doc.get("sequence_actors", [])]
-    return fu.FakeEditor(doc["maps"], assets, fps=int(doc.get("fps", 30)), level_actors=actors,
+    return FakeEditor(doc["maps"], assets, fps=int(doc.get("fps", 30)), level_actors=actors,
                          crash_after_jobs=doc.get("crash_after_jobs"), stdout=sys.stdout)
 
 

@@ -19,6 +19,7 @@ from stages.core.trajectory import VIEWS, validate
 from stages.unreal_config import UnrealConfig
 from tests import fake_unreal as fu
 from tests.engine.course import build_course
+from tests.fake_unreal_world import FakeEditor
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "unreal"
@@ -62,10 +63,10 @@ def stage1_spec(folder: Path, out: Path, course: Path) -> dict:
     }
 
 
-def new_editor(course: Path, **kw) -> fu.FakeEditor:
+def new_editor(course: Path, **kw) -> FakeEditor:
     assets = {p: fu.SkeletalMesh(p) for p in MESHES}
     assets.update({p: fu.AnimSequence(p) for p in ANIMS})
-    return fu.FakeEditor({MAP: {"file": str(course), "level_id": "test/course"}}, assets, **kw)
+    return FakeEditor({MAP: {"file": str(course), "level_id": "test/course"}}, assets, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +177,7 @@ def test_without_keep_alive_the_editor_exits_after_the_script(tmp_path) -> None:
     script = tmp_path / "once.py"
     script.write_text("import unreal\nunreal.register_slate_post_tick_callback(lambda dt: None)"
                       "\n")
-    ed = fu.FakeEditor({})
+    ed = FakeEditor({})
     assert ed.run(script, {}) == 0 and ed.frame == 0
 
 
