@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 DEB_PKGS="libegl1 libegl-mesa0 libgl1-mesa-dri libgles2 libgl1 chromium fonts-dejavu-core strace"
+# Vulkan loader + Mesa's lavapipe + vulkaninfo: the Unreal launcher's GPU-by-UUID lookup is tested on them
+DEB_PKGS="$DEB_PKGS libvulkan1 mesa-vulkan-drivers vulkan-tools"
 missing=""
 for p in $DEB_PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -39,10 +39,14 @@ def cmd_params(argv: list[str]) -> int:
 
 
 def cmd_lint(argv: list[str]) -> int:
-    """ruff + mypy on stages/ (one command, as CI runs it)."""
+    """ruff + mypy on stages/, and unreal/ type-checked against Unreal's 5.6 API stub (one
+    command, as CI runs it)."""
+    from .unreal_lint import mypy_unreal
+
     py = sys.executable
-    rc = subprocess.call([py, "-m", "ruff", "check", "stages", "tests"])
+    rc = subprocess.call([py, "-m", "ruff", "check", "stages", "tests", "unreal"])
     rc |= subprocess.call([py, "-m", "mypy", "stages"])
+    rc |= mypy_unreal()
     return rc
 
 
@@ -70,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
               "  params          compose conf/ into params.yaml (--check to verify)\n"
-              "  lint            ruff + mypy on stages/\n"
+              "  lint            ruff + mypy on stages/; unreal/ against the Unreal API stub\n"
               "  sample-library  write the bundled sample asset library\n"
               "  inventory       scan an asset library → levels/characters.parquet\n"
               "  view            serve a page to inspect one rendered trajectory\n"

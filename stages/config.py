@@ -19,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from .core.cameras import CameraRigConfig
 from .core.stage1 import ActionConfig, SpawnConfig, validate_action_config
 from .node_config import NodeConfig, validate_node
+from .unreal_config import UnrealConfig, validate_unreal
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "conf"
@@ -329,6 +330,7 @@ class WmforgeConfig:
     caption: CaptionConfig = field(default_factory=CaptionConfig)
     shard: ShardConfig = field(default_factory=ShardConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    unreal: UnrealConfig = field(default_factory=UnrealConfig)
 
 
 def register_configs() -> None:
@@ -383,6 +385,7 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
         raise ConfigError(f"{source}: cluster.node {obj.cluster.node!r} is not in cluster.nodes")
     try:
         validate_node(obj.node)
+        validate_unreal(obj.unreal)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     if obj.caption.backend not in ("grounded", "vlm"):

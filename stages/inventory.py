@@ -33,7 +33,7 @@ import yaml
 
 from .config import ConfigError, InventoryConfig, load_params
 from .core.levels import classify_by_name, disabled_reason
-from .core.model_probe import ProbeError, model_format, probe_model
+from .core.model_probe import ProbeError, model_format, probe_model, unreal_package_problem
 from .core.spawns import parse_starts
 from .inventory_characters import _Probes, discover, inventory_characters
 from .parquet_io import write_parquet
@@ -292,6 +292,9 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             row["file_count"] = len(folder_files)
             try:
                 row["size_bytes"] = e.path.stat().st_size
+                bad_package = unreal_package_problem(e.path)
+                if bad_package:
+                    raise ProbeError(*bad_package)
                 probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale,
                                     root / pack)  # references stay inside the pack
             except ProbeError as exc:

@@ -25,7 +25,13 @@ from .config import InventoryConfig
 from .core.actions import ACTIONS, resolve_animation_map
 from .core.character_guess import guess_forward, guess_kind, guess_units, map_clips
 from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
-from .core.model_probe import ModelProbe, ProbeError, model_format, probe_model
+from .core.model_probe import (
+    ModelProbe,
+    ProbeError,
+    model_format,
+    probe_model,
+    unreal_package_problem,
+)
 
 CHARACTER_COLUMNS = [
     "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
@@ -159,6 +165,9 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     loco = m.get("locomotion", "walk")
     if loco not in LOCOMOTION_MODES:
         raise ValueError(f"'locomotion' is {loco!r}; expected one of {LOCOMOTION_MODES}")
+    bad_package = unreal_package_problem(model)
+    if bad_package:
+        raise ProbeError(*bad_package)
     p = probe(model, m.get("up_axis"))
     raw = p.extent
     if "scale" in m:
@@ -220,10 +229,14 @@ def _model_stem(model: Path) -> str:
     return name
 
 
-def inventory_characters(root: Path, cfg: InventoryConfig, entries: list[Any],
+def inventory_characters(root: Path, cfg: InventoryConfig, entries: list[Any] | None = None,
                          probe: Callable[..., ModelProbe] | None = None) -> pd.DataFrame:
     """Rows for every character under ``root``: sidecar ones, then discovered ones."""
     root = root.resolve()
+    if entries is None:
+        from .inventory import walk_library
+
+        entries = list(walk_library(root))
     probe = probe or _Probes(cfg, root)
     files = [e.path for e in entries if e.path is not None]
     sidecars = [e for e in entries if e.path is not None and e.path.name == "character.json"]

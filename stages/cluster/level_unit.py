@@ -20,6 +20,7 @@ from ..core.model_probe import normalize_coordinate_system
 from ..core.progress import PROGRESS
 from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
+from ..engine.unreal import launcher_argv, map_object_path
 from ..node_config import NodeConfig
 from .gpus import SlotPlan
 from .keys import (
@@ -89,6 +90,13 @@ def level_overrides(row: dict) -> dict:
     return {"walk_speed": _num(row.get("walk_speed")),
             "exposure_compensation": _num(row.get("exposure_compensation")),
             "starts": [[float(c) for c in s] for s in starts]}
+
+
+def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:
+    """What an Unreal stage script needs beside the embedded engine's spec: the launch settings
+    and the level's map object path (``/Game/...`` from the pack's Content folder)."""
+    return {"unreal": asdict(cfg.unreal), "ue_map": map_object_path(level_file),
+            "fps": cfg.engine.fps, "map_on_command_line": True}
 
 
 def level_dir_name(level_id: str) -> str:
@@ -263,9 +271,12 @@ class LevelUnit:
             "progress": str(folder / PROGRESS), "heartbeat": str(folder / "heartbeat"),
             "failures": str(folder / "failures.jsonl"),
         }
+        argv = python_argv("stages.engine.stage1_worker", str(folder / "spec.json"))
+        if cfg.engine.name == "unreal":  # the launcher runs Unreal Editor with unreal/ scripts
+            spec.update(unreal_spec(cfg, self.level_file))
+            argv = launcher_argv("stage1", folder / "spec.json")
         (folder / "spec.json").write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
-        return Step("stage1", instance, python_argv("stages.engine.stage1_worker",
-                                                    str(folder / "spec.json")),
+        return Step("stage1", instance, argv,
                     folder, folder / PROGRESS, folder / "engine.log",
                     [folder / "heartbeat"], self.ctx.node.stage1_timeout_s,
                     len(missing), self.chash, self.level_id)
@@ -299,11 +310,15 @@ class LevelUnit:
         # owned from before instance.json exists: no other run's recovery can take it while
         # the engine process starts (the lock travels to it; the runner lets go after spawning)
         owner = try_lock(inst / OWNER_LOCK)
-        (inst / "instance.json").write_text(json.dumps(
-            {"level_id": self.level_id, "settings": settings, "display": ctx.cfg.engine.display,
-             "base": str(ctx.base), "jobs": jobs, "path_map": self.path_map2,
-             "lineage": {"code_version": code}}, indent=1) + "\n")
-        return Step("render", instance, python_argv("stages.engine.render_worker", str(inst)),
+        ispec = {"level_id": self.level_id, "settings": settings,
+                 "display": ctx.cfg.engine.display, "base": str(ctx.base), "jobs": jobs,
+                 "path_map": self.path_map2, "lineage": {"code_version": code}}
+        argv = python_argv("stages.engine.render_worker", str(inst))
+        if ctx.cfg.engine.name == "unreal":
+            ispec.update(unreal_spec(ctx.cfg, self.level_file))
+            argv = launcher_argv("stage2", inst)
+        (inst / "instance.json").write_text(json.dumps(ispec, indent=1) + "\n")
+        return Step("render", instance, argv,
                     inst, inst / PROGRESS, inst / "renderer.log", [inst],
                     rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 

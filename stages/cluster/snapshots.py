@@ -3,7 +3,8 @@ cleanup into ``<snapshot_dir>/<node>/<instance>/``, and their aggregation by rea
 
 A snapshot holds ``engine.log`` (the whole engine log), ``progress.log`` (the progress lines),
 and ``snapshot.json``: reason code, exit code or signal, slot, GPU id and UUID, level, stage,
-attempt, config hash, free disk and memory, the command line and the time.
+attempt, config hash, free disk and memory, the command line and the time, and what the engine
+log says (``log_reason``, ``log_evidence``: :mod:`stages.engine.unreal_log`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from ..engine.unreal_log import classify_log_file
 
 # App. C's order: scheduler log, engine log, progress log, GPU state, snapshot
 TROUBLESHOOTING = ("scheduler log (this runner's output): active slots, counters, disk",
@@ -44,6 +47,9 @@ def write_snapshot(folder: Path, step: Any, result: Any, slot: Any, log_path: Pa
     except OSError:
         free = None
     gpu = slot.gpu
+    # what the engine log says (Unreal's Table 2 cases, crashes, Python errors): beside the
+    # runner's own reason, which only knows exit codes and silence
+    verdict = classify_log_file(log_path, result.signal_name or "")
     doc = {
         "reason": result.reason, "detail": result.detail, "exit_code": result.exit_code,
         "signal": result.signal_name or None, "stage": step.kind, "instance": step.instance,
@@ -55,6 +61,7 @@ def write_snapshot(folder: Path, step: Any, result: Any, slot: Any, log_path: Pa
         "trajectories_expected": step.total, "config_hash": step.config_hash,
         "free_disk_bytes": free, "mem_available_bytes": _mem_available(),
         "argv": step.argv, "time": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        **verdict.as_dict(),
     }
     (folder / "snapshot.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return folder
@@ -77,8 +84,9 @@ def summarize(snaps: list[dict]) -> str:
     if not snaps:
         return "no failure snapshots"
     by: dict[str, list[dict]] = defaultdict(list)
-    for d in snaps:
-        by[str(d.get("reason"))].append(d)
+    for d in snaps:  # the runner's reason, refined by the engine log's when it has one
+        by[str(d.get("reason")) + (f":{d['log_reason']}" if d.get("log_reason") else "")
+           ].append(d)
     lines = ["Troubleshooting order (paper App. C): " + "; ".join(
         f"{i + 1}. {t}" for i, t in enumerate(TROUBLESHOOTING)), ""]
     lines.append(f"{'reason':<16} {'count':>5}  {'levels':<40} {'stages':<14} {'slots/GPUs':<18}"

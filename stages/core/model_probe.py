@@ -28,6 +28,27 @@ LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
 UNREAL_PACKAGE_TAG = 0x9E2A83C1
 
 
+UNREAL_PACKAGE_SUFFIXES = (".umap", ".uasset")
+
+
+def unreal_package_problem(path: Path) -> tuple[str, str] | None:
+    """An Unreal package (.umap, .uasset) starts with the package tag 0x9E2A83C1 (bytes
+    C1 83 2A 9E); a file without it is not one (truncated, a placeholder, another format).
+    Returns (reason, detail) for a ``broken`` row, or None."""
+    if path.suffix.lower() not in UNREAL_PACKAGE_SUFFIXES:
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        return "unreadable", f"{path.name}: {exc.strerror or exc}"
+    if len(head) < 4 or int.from_bytes(head, "little") != UNREAL_PACKAGE_TAG:
+        return ("not_unreal_package", f"{path.name}: starts with {head.hex() or 'nothing'}, "
+                f"expected the Unreal package tag {UNREAL_PACKAGE_TAG:#010x} (c1832a9e)")
+    return None
+
+
+
 class ProbeError(Exception):
     """A file that cannot be used; ``reason`` is a short reason code for the inventory row."""
 

@@ -1,0 +1,333 @@
+"""The structs, enums and objects of the fake ``unreal`` module (tests/fake_unreal.py
+re-exports them), and the editor the running script talks to (``EDITOR``, set by
+``FakeEditor.run`` in tests/fake_unreal_world.py). A stand-in: no Unreal runs here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+EDITOR: Any = None  # the FakeEditor (tests/fake_unreal_world.py) whose script is running
+SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_sequence")
+
+
+def _ed() -> Any:
+    assert EDITOR is not None, "no FakeEditor installed"
+    return EDITOR
+
+
+class FakeCrash(BaseException):
+    """The fake engine crashed (the banner is in the log). Not an Exception: a script's
+    ``except Exception`` cannot catch an engine crash any more than in Unreal."""
+
+
+# ---------------------------------------------------------------- structs and enums
+
+class Vector:
+    def __init__(self, x: float = 0.0, y: float = 0.0, z: float = 0.0):
+        self.x, self.y, self.z = float(x), float(y), float(z)
+
+    def __repr__(self) -> str:
+        return f"Vector({self.x:.3f}, {self.y:.3f}, {self.z:.3f})"
+
+
+class Rotator:
+    def __init__(self, roll: float = 0.0, pitch: float = 0.0, yaw: float = 0.0):
+        self.roll, self.pitch, self.yaw = float(roll), float(pitch), float(yaw)
+
+
+class FrameNumber:
+    def __init__(self, value: int = 0):
+        self.value = int(value)
+
+
+class FrameRate:
+    def __init__(self, numerator: int = 0, denominator: int = 1):
+        self.numerator, self.denominator = numerator, denominator
+
+
+class IntPoint:
+    def __init__(self, x: int = 0, y: int = 0):
+        self.x, self.y = int(x), int(y)
+
+
+class SoftObjectPath:
+    def __init__(self, path_string: str = ""):
+        self.path = path_string
+
+
+class DirectoryPath:
+    def __init__(self, path: str = ""):
+        self.path = path
+
+
+class Text(str):
+    pass
+
+
+class Array(list):
+    @classmethod
+    def cast(cls, type_: type, obj: Any) -> list:
+        return list(obj)
+
+
+class _Enum:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class TraceTypeQuery:
+    TRACE_TYPE_QUERY1 = _Enum("TRACE_TYPE_QUERY1")
+    TRACE_TYPE_QUERY2 = _Enum("TRACE_TYPE_QUERY2")
+
+
+class DrawDebugTrace:
+    NONE = _Enum("NONE")
+
+
+class MovementMode:
+    MOVE_WALKING = _Enum("MOVE_WALKING")
+    MOVE_FLYING = _Enum("MOVE_FLYING")
+
+
+class MovieSceneKeyInterpolation:
+    LINEAR = _Enum("LINEAR")
+    AUTO = _Enum("AUTO")
+
+
+class MovieSceneTimeUnit:
+    DISPLAY_RATE = _Enum("DISPLAY_RATE")
+
+
+class HitResult:
+    def __init__(self, *fields: Any):
+        self._f = fields
+
+    def to_tuple(self) -> tuple:
+        return self._f
+
+
+# ---------------------------------------------------------------- objects
+
+class Object:
+    _count = 0
+
+    def __init__(self, name: str = ""):
+        Object._count += 1
+        self._name = name or f"{type(self).__name__}_{Object._count}"
+        self._props: dict[str, Any] = {}
+
+    @classmethod
+    def static_class(cls) -> type:
+        return cls
+
+    def get_name(self) -> str:
+        return self._name
+
+    def get_path_name(self) -> str:
+        return getattr(self, "_path", f"/Temp/{self._name}")
+
+    def set_editor_property(self, name: str, value: Any, notify_mode: Any = None) -> None:
+        self._props[name] = value
+
+    def get_editor_property(self, name: str) -> Any:
+        return self._props.get(name)
+
+
+class World(Object):
+    def __init__(self, name: str, pie: bool):
+        super().__init__(name)
+        self.pie = pie
+        self.actors: list[Actor] = []
+
+
+class SceneComponent(Object):
+    def __init__(self) -> None:
+        super().__init__()
+        self.relative_location = Vector()
+        self.relative_rotation = Rotator()
+        self.relative_scale = Vector(1, 1, 1)
+
+    def set_relative_location(self, v: Vector, sweep: bool = False, teleport: bool = False):
+        self.relative_location = v
+
+    def set_relative_rotation(self, r: Rotator, sweep: bool = False, teleport: bool = False):
+        self.relative_rotation = r
+
+    def set_relative_scale3d(self, v: Vector) -> None:
+        self.relative_scale = v
+
+
+class Actor(Object):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__()
+        self.location = location or Vector()
+        self.rotation = rotation or Rotator()
+        self.velocity = Vector()
+        self.label = self._name
+        self.world: World | None = None
+        self.origin, self.extent = Vector(), Vector()
+
+    def get_actor_location(self) -> Vector:
+        return self.location
+
+    def get_actor_rotation(self) -> Rotator:
+        return self.rotation
+
+    def set_actor_rotation(self, r: Rotator, teleport_physics: bool) -> bool:
+        self.rotation = r
+        return True
+
+    def get_velocity(self) -> Vector:
+        return self.velocity
+
+    def get_actor_bounds(self, only_colliding_components: bool,
+                         include_from_child_actors: bool = False) -> tuple[Vector, Vector]:
+        return self.origin, self.extent
+
+    def get_actor_label(self) -> str:
+        return self.label
+
+    def set_actor_label(self, label: str, mark_dirty: bool = True) -> None:
+        self.label = label
+
+    def destroy_actor(self) -> None:
+        _ed().destroy(self)
+
+
+class StaticMeshActor(Actor):
+    pass
+
+
+class PlayerStart(Actor):
+    pass
+
+
+class SkeletalMesh(Object):
+    def __init__(self, path: str):
+        super().__init__(path.rsplit("/", 1)[-1])
+        self._path = path
+
+
+class AnimSequence(Object):
+    def __init__(self, path: str, root_motion: bool = True):
+        super().__init__(path.rsplit("/", 1)[-1])
+        self._path = path
+        self._props = {"enable_root_motion": root_motion, "force_root_lock": False}
+
+
+class SkeletalMeshComponent(SceneComponent):
+    def __init__(self, owner: Actor):
+        super().__init__()
+        self.owner = owner
+        self.asset: SkeletalMesh | None = None
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def set_skeletal_mesh_asset(self, new_mesh: SkeletalMesh | None) -> None:
+        ed = _ed()
+        if new_mesh is not None:
+            stale = [a for a in ed.pie_characters() if a is not self.owner and a.mesh.asset
+                     is not None and a.mesh.asset is not new_mesh]
+            if stale:  # Table 2: the previous model's skeletal state meets the new model
+                ed.crash("Assertion failed: RequiredBones.IsValid() [File:./Runtime/Engine/"
+                         "Private/Animation/AnimInstanceProxy.cpp] [Line: 1142]",
+                         "USkeletalMeshComponent::TickAnimation(float, bool)")
+        self.asset = new_mesh
+
+
+class CapsuleComponent(SceneComponent):
+    def __init__(self) -> None:
+        super().__init__()
+        self.radius, self.half_height = 34.0, 88.0
+
+    def set_capsule_size(self, radius: float, half_height: float,
+                         update_overlaps: bool = True) -> None:
+        self.radius = max(0.0, radius)
+        self.half_height = max(self.radius, half_height)  # Unreal's clamp
+
+    def get_scaled_capsule_radius(self) -> float:
+        return self.radius * self.relative_scale.x
+
+    def get_scaled_capsule_half_height(self) -> float:
+        return self.half_height * self.relative_scale.z
+
+
+class CharacterMovementComponent(Object):
+    def __init__(self, owner: Character):
+        super().__init__()
+        self.owner = owner
+        self.max_walk_speed = 600.0
+        self.max_step_height = 45.0
+        self.gravity_scale = 1.0
+        self.walkable_floor_angle = 44.765
+        self.mode: _Enum = MovementMode.MOVE_WALKING
+
+    def set_walkable_floor_angle(self, walkable_floor_angle: float) -> None:
+        self.walkable_floor_angle = walkable_floor_angle
+
+    def set_movement_mode(self, new_movement_mode: _Enum, new_custom_mode: int = 0) -> None:
+        self.mode = new_movement_mode
+
+    def is_moving_on_ground(self) -> bool:
+        return self.owner.grounded
+
+
+class Character(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.capsule_component = CapsuleComponent()
+        self.character_movement = CharacterMovementComponent(self)
+        self.mesh = SkeletalMeshComponent(self)
+        self.grounded = False
+        self.input: list[tuple[float, float, float]] = []
+        self.spawned_in_engine = False
+
+    def add_movement_input(self, world_direction: Vector, scale_value: float = 1.0,
+                           force: bool = False) -> None:
+        self.input.append((world_direction.x * scale_value, world_direction.y * scale_value,
+                           world_direction.z * scale_value))
+
+
+class CameraFilmbackSettings:
+    def __init__(self) -> None:
+        self.sensor_width, self.sensor_height = 23.76, 13.365
+
+
+class CineCameraComponent(SceneComponent):
+    def __init__(self) -> None:
+        super().__init__()
+        self.filmback = CameraFilmbackSettings()
+        self.current_focal_length = 35.0
+
+
+class CineCameraActor(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self._cc = CineCameraComponent()
+
+    def get_cine_camera_component(self) -> CineCameraComponent:
+        return self._cc
+
+
+class SkeletalMeshActor(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.skeletal_mesh_component = SkeletalMeshComponent(self)
+
+
+class MovieSceneSequencePlaybackSettings:
+    def __init__(self, auto_play: bool = False):
+        self.auto_play = auto_play
+
+
+class LevelSequenceActor(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None,
+                 auto_play: bool = False, showcase: tuple[Vector, Rotator] | None = None):
+        super().__init__(location, rotation)
+        self.playback_settings = MovieSceneSequencePlaybackSettings(auto_play)
+        self.showcase = showcase or (Vector(0, 0, 500), Rotator(0, -30, 0))

@@ -1,0 +1,49 @@
+"""`wmforge lint` type-checks unreal/ against Unreal 5.6's generated API stub: a misspelled
+Unreal attribute on a copy of the scripts fails it; the scripts as committed pass."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from stages.unreal_lint import mypy_unreal, patch_stub, stub_source
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "unreal"
+
+
+def test_the_shipped_stub_needs_one_patched_signature() -> None:
+    text, bad = patch_stub(stub_source().read_text(encoding="utf-8-sig"))
+    assert bad == [118336]  # ToolBarStyle.__init__ (FACTS: Unreal)
+    assert "def __init__(self, *args: Any, **kwargs: Any) -> None:" in text.splitlines()[118335]
+
+
+def test_a_misspelled_unreal_attribute_fails_the_lint(tmp_path, capfd) -> None:
+    copy = tmp_path / "unreal"
+    shutil.copytree(SCRIPTS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert mypy_unreal(copy) == 0, capfd.readouterr().out
+    src = (copy / "ue_engine.py").read_text()
+    assert src.count("pawn.add_movement_input(") == 1
+    (copy / "ue_engine.py").write_text(src.replace("pawn.add_movement_input(",
+                                                   "pawn.add_movment_input("))
+    capfd.readouterr()
+    assert mypy_unreal(copy) != 0
+    out = capfd.readouterr().out
+    assert 'ue_engine.py' in out and '"Character" has no attribute "add_movment_input"' in out
+    # a misspelled Movie Render Queue setting is caught through the project's MRQ stub
+    (copy / "ue_engine.py").write_text(src)
+    mrq = (copy / "stage2_mrq.py").read_text()
+    (copy / "stage2_mrq.py").write_text(mrq.replace("aa.spatial_sample_count =",
+                                                    "aa.spatial_samples_count =", 1))
+    assert mypy_unreal(copy) != 0
+    assert '"MoviePipelineAntiAliasingSetting" has no attribute "spatial_samples_count"' in \
+        capfd.readouterr().out
+
+
+def test_every_unreal_name_the_scripts_use_is_listed_with_its_source() -> None:
+    import re
+
+    doc = (SCRIPTS.parent / "docs" / "unreal-api-calls.md").read_text()
+    names = set()
+    for p in SCRIPTS.glob("*.py"):
+        names |= set(re.findall(r"\bunreal\.(\w+)", p.read_text()))
+    assert names and not sorted(n for n in names if n not in doc)

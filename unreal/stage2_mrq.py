@@ -1,0 +1,245 @@
+"""Stage II inside Unreal Editor (paper §7): a fresh editor process that reads only the
+trajectory folders named in the instance spec (``WMFORGE_SPEC`` = ``instance.json``).
+
+Per Slate post-tick, one step: sanitise the level (auto-playing sequence actors removed and
+recorded) → for each trajectory: build its Level Sequence (:mod:`ue_sequence`), queue one MRQ
+job (spatial/temporal samples and warm-up from the ``render`` config, PNG or EXR per camera at
+the preset resolution, texture streaming fully loaded), render it with the PIE executor; the
+executor's finished/errored callbacks append a line to ``rendered.jsonl`` (the launcher on the
+node side verifies the frames, encodes them and writes the progress line) → ``ENGINE_DONE`` →
+quit the editor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _p in (str(HERE), str(HERE.parent)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import ue_sequence  # noqa: E402
+
+import unreal  # noqa: E402
+
+PACKAGE = "/Game/Wmforge/Sequences"  # + the instance: a package of its own per run
+FILE_NAME_FORMAT = "{camera_name}/{frame_number}"
+RENDERED = "rendered.jsonl"
+MAX_ERRORS_IN_A_ROW = 3  # frames that fail one after another before the editor quits
+
+
+def log(msg: str) -> None:
+    unreal.log(msg)
+
+
+def texture_residency(cvars: unreal.MoviePipelineConsoleVariableSetting, pool_mb: int) -> None:
+    """§7.2: a large pool, textures fully resident, no pool limit, detail biased up."""
+    for name, value in (("r.Streaming.PoolSize", float(pool_mb)),
+                        ("r.Streaming.FullyLoadUsedTextures", 1.0),
+                        ("r.Streaming.LimitPoolSizeToVRAM", 0.0),
+                        ("r.Streaming.HLODStrategy", 2.0),
+                        ("r.Streaming.MipBias", -1.0)):
+        cvars.add_or_update_console_variable(name, value)
+
+
+def configure_job(job: unreal.MoviePipelineExecutorJob, settings: dict, ucfg: dict,
+                  out_dir: Path, fps: int) -> dict:
+    """MRQ settings from the render config; returns what was set (recorded in rendered.jsonl)."""
+    cfg = job.get_configuration()
+    out = cfg.find_or_add_setting_by_class(unreal.MoviePipelineOutputSetting)
+    out.output_directory = unreal.DirectoryPath(str(out_dir))
+    out.file_name_format = FILE_NAME_FORMAT
+    out.output_resolution = unreal.IntPoint(int(settings["width"]), int(settings["height"]))
+    out.zero_pad_frame_numbers = 6
+    out.use_custom_frame_rate = True
+    out.output_frame_rate = unreal.FrameRate(fps, 1)
+    out.override_existing_output = True
+    out.flush_disk_writes_per_shot = True
+    aa = cfg.find_or_add_setting_by_class(unreal.MoviePipelineAntiAliasingSetting)
+    aa.spatial_sample_count = int(settings["spatial_samples"])
+    aa.temporal_sample_count = int(settings["temporal_samples"])
+    aa.render_warm_up_count = int(settings["warmup_frames"])
+    aa.engine_warm_up_count = int(ucfg.get("engine_warmup_frames", 0))
+    aa.use_camera_cut_for_warm_up = False
+    cam = cfg.find_or_add_setting_by_class(unreal.MoviePipelineCameraSetting)
+    cam.render_all_cameras = True
+    cfg.find_or_add_setting_by_class(unreal.MoviePipelineDeferredPassBase)
+    if ucfg.get("image_format", "png") == "exr":
+        cfg.find_or_add_setting_by_class(unreal.MoviePipelineImageSequenceOutput_EXR)
+    else:
+        cfg.find_or_add_setting_by_class(unreal.MoviePipelineImageSequenceOutput_PNG)
+    game = cfg.find_or_add_setting_by_class(unreal.MoviePipelineGameOverrideSetting)
+    game.flush_streaming_managers = True
+    cvars = cfg.find_or_add_setting_by_class(unreal.MoviePipelineConsoleVariableSetting)
+    texture_residency(cvars, int(ucfg.get("texture_pool_mb", 8192)))
+    return {"spatial_samples": aa.spatial_sample_count,
+            "temporal_samples": aa.temporal_sample_count,
+            "render_warm_up_count": aa.render_warm_up_count,
+            "engine_warm_up_count": aa.engine_warm_up_count,
+            "resolution": [int(settings["width"]), int(settings["height"])],
+            "image_format": ucfg.get("image_format", "png"), "render_all_cameras": True}
+
+
+class Stage2Driver:
+    def __init__(self, spec: dict, inst: Path):
+        self.spec, self.inst = spec, inst
+        self.ucfg = spec.get("unreal") or {}
+        self.jobs = list(spec["jobs"])
+        self.k = -1
+        self.phase = "open_map"
+        self.phases_seen: list[str] = []
+        self.removed: list[str] = []
+        self.current: dict | None = None
+        self.spawned: list[unreal.Actor] = []
+        self.sequence: unreal.LevelSequence | None = None
+        self.executor: unreal.MoviePipelinePIEExecutor | None = None
+        self.finished: bool | None = None
+        self.errors: list[str] = []
+        self.mrq: dict = {}
+        self.handle: object | None = None
+        self.errors_in_a_row = 0
+
+    def start(self) -> None:
+        unreal.EditorPythonScripting.set_keep_python_script_alive(True)
+        self.handle = unreal.register_slate_post_tick_callback(self.on_tick)
+        log(f"wmforge: stage2: started for {self.spec['level_id']} ({len(self.jobs)} jobs)")
+
+    def on_tick(self, delta_seconds: float) -> None:
+        if self.phase not in self.phases_seen:
+            self.phases_seen.append(self.phase)
+        try:
+            getattr(self, f"_on_{self.phase}")()
+            self.errors_in_a_row = 0
+        except Exception as exc:  # noqa: BLE001 - this trajectory fails, the instance goes on
+            unreal.log_error(f"wmforge: stage2: mrq_error {type(exc).__name__}: {exc}")
+            self.errors_in_a_row += 1
+            if self.phase == "quit" or self.errors_in_a_row > MAX_ERRORS_IN_A_ROW:
+                # failing while shutting down, or over and over: leave (the launcher judges)
+                self.phase = "done"
+                unreal.SystemLibrary.quit_editor()
+                return
+            if self.current is not None:
+                self._rendered(False, "mrq_error", f"{type(exc).__name__}: {exc}")
+            self.phase = "next" if self.phase in ("next", "wait") else "quit"
+
+    # ------------------------------------------------------------------ phases
+
+    def _on_open_map(self) -> None:
+        if not self.spec.get("map_on_command_line"):
+            le = unreal.get_editor_subsystem(unreal.LevelEditorSubsystem)
+            if le is None or not le.load_level(str(self.spec["ue_map"])):
+                raise RuntimeError(f"map {self.spec.get('ue_map')} did not load")
+        self.removed = ue_sequence.sanitize_level(log)
+        (self.inst / "sanitized.json").write_text(json.dumps({"removed": self.removed}) + "\n")
+        self.phase = "next"
+
+    def _on_next(self) -> None:
+        try:
+            self._cleanup()
+        except Exception as exc:  # noqa: BLE001 - leftovers of one job never stop the next
+            unreal.log_warning(f"wmforge: stage2: cleanup failed: {type(exc).__name__}: {exc}")
+            self.spawned, self.sequence = [], None
+        self.k += 1
+        if self.k >= len(self.jobs):
+            self.phase = "quit"
+            return
+        job = self.jobs[self.k]
+        self.current = job
+        traj = Path(job["traj_dir"])
+        frames, cams = ue_sequence.read_trajectory(traj)
+        meta = json.loads((traj / "meta.json").read_text())
+        st = self.spec["settings"]
+        package = f"{PACKAGE}/{re.sub(r'[^A-Za-z0-9_]', '_', self.inst.name)}"
+        seq, self.spawned = ue_sequence.build_sequence(
+            job["name"], package, frames, cams, meta, int(st["width"]), int(st["height"]), log)
+        self.sequence = seq
+        subsystem = unreal.get_editor_subsystem(unreal.MoviePipelineQueueSubsystem)
+        if subsystem is None:
+            raise RuntimeError("MoviePipelineQueueSubsystem unavailable (Movie Render Queue "
+                               "plugin enabled?)")
+        queue = subsystem.get_queue()
+        queue.delete_all_jobs()
+        mjob = queue.allocate_new_job(unreal.MoviePipelineExecutorJob)
+        mjob.job_name = job["name"]
+        mjob.map = unreal.SoftObjectPath(str(self.spec["ue_map"]))
+        mjob.sequence = unreal.SoftObjectPath(seq.get_path_name())
+        self.mrq = configure_job(mjob, st, self.ucfg, self.inst / "frames" / job["name"],
+                                 int(meta["fps"]))
+        ex = unreal.MoviePipelinePIEExecutor()
+        ex.set_allow_using_unsaved_levels(True)  # the sanitised level is not saved
+        ex.on_executor_finished_delegate.add_callable(self._on_finished)
+        ex.on_executor_errored_delegate.add_callable(self._on_errored)
+        self.executor, self.finished, self.errors = ex, None, []
+        log(f"wmforge: stage2: rendering {job['name']} ({len(frames)} frames)")
+        subsystem.render_queue_with_executor_instance(ex)
+        self.phase = "wait"
+
+    def _on_wait(self) -> None:
+        if self.finished is None:
+            return
+        ok = self.finished and not self.errors
+        self._rendered(ok, "" if ok else "mrq_error", "; ".join(self.errors))
+        self.phase = "next"
+
+    def _on_quit(self) -> None:
+        self._cleanup()
+        (self.inst / "ENGINE_DONE").write_text(json.dumps({"jobs": len(self.jobs)}) + "\n")
+        if self.handle is not None:
+            unreal.unregister_slate_post_tick_callback(self.handle)
+            self.handle = None
+        self.phase = "done"
+        log("wmforge: stage2: finished")
+        unreal.SystemLibrary.quit_editor()
+
+    def _on_done(self) -> None:
+        return
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _on_finished(self, executor: unreal.MoviePipelineExecutorBase, success: bool) -> None:
+        self.finished = bool(success)
+
+    def _on_errored(self, executor: unreal.MoviePipelineExecutorBase,
+                    pipeline: unreal.MoviePipeline, is_fatal: bool, error_text: Any) -> None:
+        self.errors.append(f"{'fatal: ' if is_fatal else ''}{error_text}")
+        unreal.log_error(f"wmforge: stage2: mrq_error fatal={is_fatal}: {error_text}")
+
+    def _rendered(self, ok: bool, reason: str, detail: str) -> None:
+        job = self.current
+        assert job is not None
+        with open(self.inst / RENDERED, "a") as f:
+            f.write(json.dumps({"trajectory": job["name"], "ok": ok, "reason": reason,
+                                "detail": detail, "mrq": self.mrq,
+                                "removed_sequence_actors": self.removed}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        log(f"wmforge: stage2: rendered {job['name']} {'ok' if ok else 'failed: ' + detail}")
+        self.current = None
+
+    def _cleanup(self) -> None:
+        """The rendered trajectory's actors and sequence asset go (the project stays clean)."""
+        actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
+        for a in self.spawned:
+            if actors is not None:
+                actors.destroy_actor(a)
+        self.spawned = []
+        if self.sequence is not None:
+            unreal.EditorAssetLibrary.delete_loaded_asset(self.sequence)
+            self.sequence = None
+
+
+def main() -> Stage2Driver:
+    spec_path = Path(os.environ.get("WMFORGE_SPEC") or sys.argv[-1])
+    driver = Stage2Driver(json.loads(spec_path.read_text()), spec_path.parent)
+    driver.start()
+    return driver
+
+
+if __name__ not in ("stage1_pie", "stage2_mrq"):  # run by -ExecutePythonScript, not imported
+    DRIVER = main()  # referenced from module scope for as long as the editor runs

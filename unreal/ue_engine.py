@@ -1,0 +1,217 @@
+"""The engine protocol (stages/engine/base.py) implemented inside Unreal Editor's PIE world, for
+the Stage I controller (stages.core.stage1, unchanged).
+
+Every Unreal call here was checked against the editor-generated 5.6 API stub (``wmforge lint``
+type-checks this file against it). All values crossing the protocol are contract values; the
+conversion lives in :mod:`ue_frame` only.
+
+Getting a character into PIE (there is no deferred spawn from Python and editor spawn calls
+refuse to run during PIE): ``AIHelperLibrary.spawn_ai_from_class``. It spawns any pawn class at a
+chosen transform at run time and gives it an AI controller in one call, so the character's
+movement component runs (it does nothing without a controller) and ``add_movement_input`` drives
+it. A pre-placed auto-possessed pawn would mean editing every third-party level and fixing one
+model per level; ``GameModeBase.spawn_default_pawn_at_transform`` spawns the game mode's default
+pawn class, not the character of the trajectory.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import ue_frame
+import ue_paths
+
+import unreal
+from stages.core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
+
+# the camera trace channel (ECC_Camera is TraceTypeQuery2 in a default project's channel table)
+CAMERA_CHANNEL = unreal.TraceTypeQuery.TRACE_TYPE_QUERY2
+LARGE_OBJECTS = 24  # centres of the largest static meshes, spawn candidates (§6.1)
+
+
+class UnrealPieEngine:
+    """Stage I inside the PIE world: the character is an AI-controlled ``Character``."""
+
+    name = "unreal"
+
+    def __init__(self, pawn_class_path: str = "", log: Any = print):
+        self.version = unreal.SystemLibrary.get_engine_version()
+        self._pawn_class_path = pawn_class_path
+        self._log = log
+        self._world: unreal.World | None = None
+        self._pawn: unreal.Character | None = None
+        self._spec: CharacterSpec | None = None
+        self._meshes: dict[str, unreal.SkeletalMesh] = {}
+        self.capsule_used: dict[str, tuple[float, float]] = {}  # character → (r, hh) m
+        self.half_height_cm = 0.0
+        self.destroyed: list[str] = []  # character actors destroyed between trajectories
+
+    # ------------------------------------------------------------------ world
+
+    def world(self) -> unreal.World:
+        w = unreal.get_editor_subsystem(unreal.UnrealEditorSubsystem)
+        world = w.get_game_world() if w is not None else None
+        if world is None:
+            raise RuntimeError("no PIE world: Stage I runs only while Play-In-Editor is active")
+        self._world = world
+        return world
+
+    def load_level(self, path: str, level_id: str, scale: float = 1.0,
+                   up_axis: str = "Z") -> LevelInfo:
+        """The map was opened by the editor and PIE started by the driver; read what Stage I
+        needs from the running world: bounds, player starts, the largest static meshes."""
+        world = self.world()
+        lo = [math.inf] * 3
+        hi = [-math.inf] * 3
+        big: list[tuple[float, Vec3]] = []
+        tris = 0
+        for actor in unreal.GameplayStatics.get_all_actors_of_class(
+                world, unreal.StaticMeshActor.static_class()):
+            origin, extent = actor.get_actor_bounds(True)
+            c = ue_frame.from_ue_location((origin.x, origin.y, origin.z))
+            e = ue_frame.from_ue_extent((extent.x, extent.y, extent.z))
+            for k in range(3):
+                lo[k] = min(lo[k], c[k] - e[k])
+                hi[k] = max(hi[k], c[k] + e[k])
+            big.append((e[0] * e[1] * e[2], c))
+            tris += 1
+        if not big:
+            raise RuntimeError(f"level {level_id}: no static mesh actors in the PIE world")
+        starts = []
+        for ps in unreal.GameplayStatics.get_all_actors_of_class(world,
+                                                              unreal.PlayerStart.static_class()):
+            loc = ps.get_actor_location()
+            rot = ps.get_actor_rotation()
+            starts.append((ue_frame.from_ue_location((loc.x, loc.y, loc.z)),
+                           ue_frame.from_ue_yaw(rot.yaw)))
+        big.sort(key=lambda t: -t[0])
+        return LevelInfo(level_id, (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2]),
+                         player_starts=starts, large_objects=[c for _, c in big[:LARGE_OBJECTS]],
+                         triangles=tris)
+
+    # ------------------------------------------------------------------ character
+
+    def load_character(self, spec: CharacterSpec) -> Any:
+        """Load the skeletal mesh once per task (§6.1: models cached within a task)."""
+        if spec.character_id not in self._meshes:
+            path = ue_paths.object_path(spec.model_path)
+            mesh = unreal.EditorAssetLibrary.load_asset(path)
+            if not isinstance(mesh, unreal.SkeletalMesh):
+                raise RuntimeError(f"character {spec.character_id}: {path} is not a "
+                                   "SkeletalMesh asset")
+            self._meshes[spec.character_id] = mesh
+        return self._meshes[spec.character_id]
+
+    def _pawn_class(self) -> unreal.Class:
+        if self._pawn_class_path:
+            cls = unreal.EditorAssetLibrary.load_blueprint_class(self._pawn_class_path)
+            if cls is None:
+                raise RuntimeError(f"pawn class {self._pawn_class_path} did not load")
+            return cls
+        return unreal.Character.static_class()
+
+    def clear_character(self) -> None:
+        """Destroy the previous character and clear its skeletal state first (Table 2: a
+        skeletal assertion after a character switch came from the previous model's state)."""
+        pawn = self._pawn
+        self._pawn = None
+        if pawn is None:
+            return
+        mesh = pawn.mesh
+        if mesh is not None:
+            mesh.stop()
+            mesh.set_skeletal_mesh_asset(None)  # type: ignore[arg-type]
+        self.destroyed.append(pawn.get_name())
+        pawn.destroy_actor()
+
+    def spawn_character(self, spec: CharacterSpec, position: Vec3, yaw_deg: float) -> None:
+        self.clear_character()
+        world = self.world()
+        r_cm, hh_cm = ue_frame.ue_capsule_request(spec.capsule_radius, spec.capsule_half_height)
+        c = ue_frame.ue_center_from_feet(position, max(hh_cm, r_cm))
+        roll, pitch, yaw = ue_frame.character_rotator(yaw_deg)
+        pawn = unreal.AIHelperLibrary.spawn_ai_from_class(
+            world, self._pawn_class(), None, unreal.Vector(*c),  # type: ignore[arg-type]
+            unreal.Rotator(roll, pitch, yaw), True)
+        if not isinstance(pawn, unreal.Character):
+            raise RuntimeError(f"character {spec.character_id}: spawn_ai_from_class returned "
+                               f"{pawn!r}, expected a Character")
+        pawn.capsule_component.set_capsule_size(r_cm, hh_cm)
+        move = pawn.character_movement
+        move.max_walk_speed = ue_frame.to_ue_length(spec.walk_speed)
+        move.max_step_height = ue_frame.to_ue_length(spec.step_height)
+        move.set_walkable_floor_angle(spec.max_slope_deg)
+        if spec.locomotion != "walk":
+            move.gravity_scale = 0.0
+            move.set_movement_mode(unreal.MovementMode.MOVE_FLYING)
+        # what the engine really uses (§7.2): it clamps the half-height to the radius
+        cap = pawn.capsule_component
+        self.half_height_cm = cap.get_scaled_capsule_half_height()
+        self.capsule_used[spec.character_id] = ue_frame.contract_capsule(
+            cap.get_scaled_capsule_radius(), self.half_height_cm)
+        # the model: scaled and turned inside the capsule, its origin (the feet) at the bottom;
+        # the capsule itself keeps the inventory's (already scaled) size
+        mesh = pawn.mesh
+        mesh.set_skeletal_mesh_asset(self.load_character(spec))
+        mesh.set_relative_scale3d(unreal.Vector(spec.scale, spec.scale, spec.scale))
+        mesh.set_relative_location(unreal.Vector(0.0, 0.0, -self.half_height_cm), False, False)
+        mesh.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
+            spec.yaw_correction_deg)), False, False)
+        self._pawn, self._spec = pawn, spec
+
+    def apply_input(self, move_world: tuple[float, float], yaw_deg: float, dt: float) -> None:
+        """Face ``yaw_deg`` and push movement input; the engine resolves it in its next tick
+        (the driver writes the state read after that tick as this frame's, see stage1_pie)."""
+        pawn = self._require()
+        roll, pitch, yaw = ue_frame.character_rotator(yaw_deg)
+        pawn.set_actor_rotation(unreal.Rotator(roll, pitch, yaw), False)
+        if move_world[0] or move_world[1]:
+            d = ue_frame.to_ue_vector((move_world[0], move_world[1], 0.0))
+            n = math.hypot(d[0], d[1])
+            pawn.add_movement_input(unreal.Vector(d[0] / n, d[1] / n, 0.0), 1.0, False)
+
+    def character_state(self) -> CharacterState:
+        pawn = self._require()
+        loc = pawn.get_actor_location()
+        vel = pawn.get_velocity()
+        rot = pawn.get_actor_rotation()
+        grounded = pawn.character_movement.is_moving_on_ground()
+        return CharacterState(
+            ue_frame.feet_from_ue_center((loc.x, loc.y, loc.z), self.half_height_cm),
+            ue_frame.from_ue_yaw(rot.yaw), ue_frame.from_ue_vector((vel.x, vel.y, vel.z)),
+            bool(grounded))
+
+    def raycast(self, start: Vec3, end: Vec3) -> RayHit | None:
+        """Closest hit on the camera channel, the character ignored."""
+        world = self.world()
+        a, b = ue_frame.to_ue_location(start), ue_frame.to_ue_location(end)
+        ignore = unreal.Array.cast(unreal.Actor, [self._pawn] if self._pawn is not None else [])
+        hit = unreal.SystemLibrary.line_trace_single(
+            world, unreal.Vector(*a), unreal.Vector(*b), CAMERA_CHANNEL, True, ignore,
+            unreal.DrawDebugTrace.NONE, True)
+        if hit is None:
+            return None
+        t = hit.to_tuple()  # blocking_hit, initial_overlap, time, distance, location, ...,
+        if not t[0]:  #      normal (index 6)
+            return None
+        loc, normal, time = t[4], t[6], t[2]
+        if not (isinstance(loc, unreal.Vector) and isinstance(normal, unreal.Vector)
+                and isinstance(time, float)):
+            raise RuntimeError(f"HitResult.to_tuple(): unexpected layout {t!r}")
+        return RayHit(ue_frame.from_ue_location((loc.x, loc.y, loc.z)),
+                      ue_frame._mirror((normal.x, normal.y, normal.z)), time)
+
+    def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
+        return []  # pushed props are not replayed on Unreal (contract v2 allows zero rows)
+
+    def render_view(self, frame: dict, camera: dict) -> Any:
+        raise NotImplementedError("Unreal renders in Stage II with Movie Render Queue")
+
+    def close(self) -> None:
+        self.clear_character()
+
+    def _require(self) -> unreal.Character:
+        if self._pawn is None:
+            raise RuntimeError("no character spawned")
+        return self._pawn

@@ -1,0 +1,200 @@
+"""Stage II in the editor: a recorded trajectory as a Level Sequence (paper §7.2).
+
+One character (a SkeletalMeshActor) with Location/Rotation/Scale keys on every frame — scale
+always written — and its mesh offset down by the recorded capsule (the contract position is the
+capsule bottom; the actor is keyed at the capsule centre the engine used); the animation chosen
+from the recorded action with the root bone locked so root motion cannot fight the keys; five
+CineCameraActors with the recorded poses and field of view; a camera-cut track (MRQ renders the
+other cameras with render_all_cameras). Conversions: :mod:`ue_frame` only.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import ue_frame
+import ue_paths
+
+import unreal
+from stages.core.trajectory import VIEWS
+
+SENSOR_WIDTH_MM = 36.0
+TRANSFORM_CHANNELS = ("Location.X", "Location.Y", "Location.Z", "Rotation.X", "Rotation.Y",
+                      "Rotation.Z", "Scale.X", "Scale.Y", "Scale.Z")
+
+
+def read_trajectory(traj_dir: Path) -> tuple[list[dict], list[dict]]:
+    """frames and cameras rows (pyarrow in the editor's Python)."""
+    import pyarrow.parquet as pq
+
+    return (pq.read_table(traj_dir / "frames.parquet").to_pylist(),
+            pq.read_table(traj_dir / "cameras.parquet").to_pylist())
+
+
+def sanitize_level(log: Any) -> list[str]:
+    """Remove the level's auto-playing LevelSequenceActors (Table 2: a showcase sequence took
+    the camera); returns their labels."""
+    actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
+    if actors is None:
+        raise RuntimeError("EditorActorSubsystem unavailable")
+    removed = []
+    for actor in actors.get_all_level_actors():
+        if isinstance(actor, unreal.LevelSequenceActor) and actor.playback_settings.auto_play:
+            removed.append(actor.get_actor_label())
+            actors.destroy_actor(actor)
+    log(f"wmforge: stage2: level sanitised, removed auto-play sequence actors: {removed}")
+    return removed
+
+
+def _double(ch: unreal.MovieSceneScriptingChannel) -> unreal.MovieSceneScriptingDoubleChannel:
+    if not isinstance(ch, unreal.MovieSceneScriptingDoubleChannel):
+        raise RuntimeError(f"transform channel {ch.get_name()} is not a double channel")
+    return ch
+
+
+def transform_channels(binding: unreal.MovieSceneBindingProxy, n: int
+                       ) -> dict[str, unreal.MovieSceneScriptingDoubleChannel]:
+    track = binding.add_track(unreal.MovieScene3DTransformTrack.static_class())
+    section = track.add_section()
+    section.set_range(0, n)
+    chans = [_double(c) for c in section.get_all_channels()]
+    if len(chans) != len(TRANSFORM_CHANNELS):
+        raise RuntimeError(f"transform section has {len(chans)} channels, expected 9")
+    return dict(zip(TRANSFORM_CHANNELS, chans, strict=True))
+
+
+def key_transform(ch: dict[str, unreal.MovieSceneScriptingDoubleChannel], frame: int,
+                  loc: tuple[float, float, float], rot: tuple[float, float, float],
+                  scale: tuple[float, float, float]) -> None:
+    """Every component keyed, scale included (§7.2: an unkeyed scale was reset)."""
+    t = unreal.FrameNumber(frame)
+    lin = unreal.MovieSceneKeyInterpolation.LINEAR
+    unit = unreal.MovieSceneTimeUnit.DISPLAY_RATE
+    for name, v in zip(TRANSFORM_CHANNELS, (*loc, *rot, *scale), strict=True):
+        ch[name].add_key(t, float(v), 0.0, unit, lin)
+
+
+def action_runs(frames: list[dict]) -> list[tuple[int, int, str]]:
+    """(start, end exclusive, action) of each hold; a respawn starts a new run."""
+    runs: list[tuple[int, int, str]] = []
+    for f in frames:
+        k, a = int(f["frame"]), str(f["action"])
+        if runs and runs[-1][2] == a and runs[-1][1] == k and f["event"] != "respawn":
+            runs[-1] = (runs[-1][0], k + 1, a)
+        else:
+            runs.append((k, k + 1, a))
+    return runs
+
+
+def lock_root(anim: unreal.AnimSequence, log: Any) -> None:
+    """Root-bone translation locked (Table 2: root motion fought the recorded transform)."""
+    anim.set_editor_property("enable_root_motion", False)
+    anim.set_editor_property("force_root_lock", True)
+    if not anim.get_editor_property("force_root_lock"):
+        log(f"wmforge: root_motion_conflict {anim.get_path_name()}: root bone could not be "
+            "locked")
+
+
+def build_sequence(name: str, package: str, frames: list[dict], cameras: list[dict],
+                   meta: dict, width: int, height: int, log: Any
+                   ) -> tuple[unreal.LevelSequence, list[unreal.Actor]]:
+    """The Level Sequence of one trajectory and the actors spawned for it."""
+    fps = int(meta["fps"])
+    n = len(frames)
+    tools = unreal.AssetToolsHelpers.get_asset_tools()
+    seq = tools.create_asset(name, package, unreal.LevelSequence.static_class(),
+                             unreal.LevelSequenceFactoryNew())
+    if not isinstance(seq, unreal.LevelSequence):
+        raise RuntimeError(f"{package}/{name}: not created as a LevelSequence")
+    seq.set_display_rate(unreal.FrameRate(fps, 1))
+    seq.set_tick_resolution(unreal.FrameRate(fps, 1))
+    seq.set_playback_start(0)
+    seq.set_playback_end(n)
+    actors = unreal.get_editor_subsystem(unreal.EditorActorSubsystem)
+    if actors is None:
+        raise RuntimeError("EditorActorSubsystem unavailable")
+    spawned: list[unreal.Actor] = []
+
+    # ---- the character
+    ch = meta["character"]
+    model = ue_paths.object_path(str(ch["model"]))
+    mesh = unreal.EditorAssetLibrary.load_asset(model)
+    if not isinstance(mesh, unreal.SkeletalMesh):
+        raise RuntimeError(f"{model}: not a SkeletalMesh")
+    actor = actors.spawn_actor_from_class(unreal.SkeletalMeshActor.static_class(),
+                                          unreal.Vector(0.0, 0.0, 0.0))
+    if not isinstance(actor, unreal.SkeletalMeshActor):
+        raise RuntimeError("SkeletalMeshActor spawn failed")
+    spawned.append(actor)
+    comp = actor.skeletal_mesh_component
+    comp.set_skeletal_mesh_asset(mesh)
+    r, hh = float(frames[0]["capsule_radius_m"]), float(frames[0]["capsule_half_height_m"])
+    half_cm = ue_frame.ue_half_height_cm(r, hh)  # the capsule the engine used in Stage I (§7.2)
+    comp.set_relative_location(unreal.Vector(0.0, 0.0, -half_cm), False, False)
+    comp.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
+        float(ch.get("yaw_correction_deg") or 0.0))), False, False)
+    binding = seq.add_possessable(actor)
+    chans = transform_channels(binding, n)
+    for f in frames:
+        c = ue_frame.ue_center_from_feet((f["pos_x"], f["pos_y"], f["pos_z"]), half_cm)
+        key_transform(chans, int(f["frame"]), c, ue_frame.character_rotator(f["yaw_deg"]),
+                      (f["scale_x"], f["scale_y"], f["scale_z"]))
+    anims = ch.get("animations") or {}
+    track = binding.add_track(unreal.MovieSceneSkeletalAnimationTrack.static_class())
+    for a, b, action in action_runs(frames):
+        path = anims.get(action) or anims.get("W")
+        if not path:
+            continue
+        anim_path = ue_paths.object_path(str(path), str(ch["model"]))
+        anim = unreal.EditorAssetLibrary.load_asset(anim_path)
+        if not isinstance(anim, unreal.AnimSequence):
+            raise RuntimeError(f"{anim_path}: not an AnimSequence")
+        lock_root(anim, log)
+        sec = track.add_section()
+        if not isinstance(sec, unreal.MovieSceneSkeletalAnimationSection):
+            raise RuntimeError("animation track made a non-animation section")
+        sec.set_range(a, b)
+        params = sec.params
+        params.animation = anim
+        sec.params = params
+
+    # ---- five cameras
+    by_view: dict[str, list[dict]] = {v: [] for v in VIEWS}
+    for row in cameras:
+        by_view[str(row["view"])].append(row)
+    first = None
+    for view in VIEWS:
+        rows = sorted(by_view[view], key=lambda x: int(x["frame"]))
+        cam = actors.spawn_actor_from_class(unreal.CineCameraActor.static_class(),
+                                            unreal.Vector(0.0, 0.0, 0.0))
+        if not isinstance(cam, unreal.CineCameraActor):
+            raise RuntimeError("CineCameraActor spawn failed")
+        spawned.append(cam)
+        cam.set_actor_label(view)  # MRQ's {camera_name}
+        cc = cam.get_cine_camera_component()
+        fb = cc.filmback
+        fb.sensor_width = SENSOR_WIDTH_MM
+        fb.sensor_height = SENSOR_WIDTH_MM * height / width
+        cc.filmback = fb
+        fov = float(rows[0]["fov_deg"])
+        cc.current_focal_length = SENSOR_WIDTH_MM / (2 * math.tan(math.radians(fov) / 2))
+        cb = seq.add_possessable(cam)
+        cch = transform_channels(cb, n)
+        for row in rows:
+            loc = ue_frame.to_ue_location((row["pos_x"], row["pos_y"], row["pos_z"]))
+            rot = ue_frame.camera_rotator_from_cv_quat((row["rot_w"], row["rot_x"],
+                                                        row["rot_y"], row["rot_z"]))
+            key_transform(cch, int(row["frame"]), loc, rot, (1.0, 1.0, 1.0))
+        if first is None:
+            first = cb
+    assert first is not None
+    cut_track = seq.add_track(unreal.MovieSceneCameraCutTrack.static_class())
+    cut = cut_track.add_section()
+    if not isinstance(cut, unreal.MovieSceneCameraCutSection):
+        raise RuntimeError("camera cut track made a non-camera-cut section")
+    cut.set_range(0, n)
+    cut.set_camera_binding_id(seq.get_binding_id(first))
+    unreal.EditorAssetLibrary.save_loaded_asset(seq)
+    return seq, spawned
