@@ -54,7 +54,8 @@ def controller(engine: Any, spec: dict) -> Stage1Controller:
         list(spec["indices"]), spec["frames"], spec["fps"], spec["seed"],
         ActionConfig(**spec["actions"]), SpawnConfig(**spec["spawn"]),
         CameraRigConfig(**spec["cameras"]), level_scale=float(spec["scale"]),
-        level_up_axis=str(spec["up_axis"]), camera_rays=bool(spec["camera_rays"]),
+        level_up_axis=spec.get("up_axis"), camera_rays=bool(spec["camera_rays"]),
+        camera_scale=spec.get("camera_scale"),
         resolved_config=spec.get("resolved_config") or {})
 
 

@@ -58,7 +58,7 @@ class UnrealPieEngine:
         return world
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
-                   up_axis: str = "Z") -> LevelInfo:
+                   up_axis: str | None = None) -> LevelInfo:
         """The map was opened by the editor and PIE started by the driver; read what Stage I
         needs from the running world: bounds, player starts, the largest static meshes."""
         world = self.world()
@@ -159,6 +159,14 @@ class UnrealPieEngine:
         mesh.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
             spec.yaw_correction_deg)), False, False)
         self._pawn, self._spec = pawn, spec
+
+    def observed_capsule(self) -> tuple[float, float]:
+        """(radius, half cylinder height), m, of the capsule the engine really uses for the
+        spawned character (read back after set_capsule_size, which clamps; §7.2)."""
+        spec = self._spec
+        assert spec is not None, "no character spawned"
+        r, hh = self.capsule_used[spec.character_id]
+        return (float(r), float(hh))
 
     def apply_input(self, move_world: tuple[float, float], yaw_deg: float, dt: float) -> None:
         """Face ``yaw_deg`` and push movement input; the engine resolves it in its next tick
