@@ -88,7 +88,7 @@ class AllocatorPolicy:
         if node not in self.nodes:
             return []
         self.nodes.remove(node)
-        for lid, ls in list(self.leases.items()):
+        for ls in list(self.leases.values()):
             if ls.node == node:
                 ls.expires = min(ls.expires, now)
         self.expire(now)
