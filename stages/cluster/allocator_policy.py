@@ -103,8 +103,11 @@ class AllocatorPolicy:
     def drain(self, node: str, reason: str) -> None:
         self.drained[node] = reason
 
-    def undrain(self, node: str) -> None:
-        self.drained.pop(node, None)
+    def undrain(self, node: str, only: tuple[str, ...] = ()) -> None:
+        """Lift a drain (only one for these reasons, when given: a monitor never lifts
+        ``cluster down``'s)."""
+        if not only or self.drained.get(node) in only:
+            self.drained.pop(node, None)
 
     # -------------------------------------------------------------- leases
 
