@@ -32,7 +32,7 @@ class Lease:
 
 @dataclass
 class NodeCounts:
-    leased: int = 0
+    leases_given: int = 0
     completed: int = 0
     expired: int = 0  # leases that ran out on this node (its unit went back)
     trajectories: int = 0  # reported by completions
@@ -137,7 +137,7 @@ class AllocatorPolicy:
                 ls = Lease(f"L{self.seq:06d}", node, lv, p, now + self.lease_s,
                            self.attempts[uid])
                 self.leases[ls.lease_id] = ls
-                self.counts[node].leased += 1
+                self.counts[node].leases_given += 1
                 return ls
         return None
 

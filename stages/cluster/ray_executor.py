@@ -55,6 +55,7 @@ class NodeJob:
     standin_frame_s: float = 0.02
     upload: bool = True
     poll_s: float = 0.5
+    monitor: bool = True  # a monitor actor per node (monitor.interval_s between rounds)
 
 
 def node_paths(work_root: str | Path, node: str) -> dict[str, Path]:
@@ -249,6 +250,38 @@ class NodeRunnerService:
                                f"see {self.paths['root'] / 'uploader.log'}")
 
 
+class MonitorService:
+    """The monitors of one node, as an actor of their own (separate from the runner)."""
+
+    def __init__(self, node: str, job: NodeJob):
+        self.node, self.job = node, job
+        self.paths = node_paths(job.work_root, node)
+        self.rounds: list[dict] = []
+        self._stop = threading.Event()
+
+    def round(self) -> dict:
+        import ray
+
+        from .monitors import monitor_once
+
+        alloc = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+        self.paths["work"].mkdir(parents=True, exist_ok=True)
+        r = monitor_once(self.node, self.job.cfg.monitor, self.paths["work"],
+                         self.paths["renders"], alloc, call=ray.get)
+        self.rounds = (self.rounds + [r])[-20:]
+        return r
+
+    def loop(self) -> int:
+        n = 0
+        while not self._stop.wait(0 if n == 0 else self.job.cfg.monitor.interval_s):
+            self.round()
+            n += 1
+        return n
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 def wmforge_nodes() -> dict[str, str]:
     """Live Ray nodes that advertise ``wmforge_node_<id>``: id → Ray node id."""
     import ray
@@ -276,18 +309,28 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
                           cfg.seed, cfg.cluster.lease_s, cfg.cluster.allocator_http_port)
     ray.get(alloc.ping.remote())
     nodes = wmforge_nodes()
+    for name in nodes:  # a run after `cluster down` (which drained every node) resumes
+        ray.get(alloc.undrain.remote(name, ("cluster_down",)))
     if not nodes:
         raise RuntimeError("no Ray node advertises a wmforge_node_<id> resource: start nodes "
                            "with `wmforge cluster up --address HOST:PORT --node ID`")
     log(f"cluster: {len(nodes)} node(s) {sorted(nodes)}")
     Actor: Any = ray.remote(NodeRunnerService)  # noqa: N806 - a class
+    Mon: Any = ray.remote(MonitorService)  # noqa: N806 - a class
     refs: dict[Any, str] = {}
+    monitors, actors = [], []
     for name, nid in sorted(nodes.items()):
-        actor = Actor.options(
-            name=f"{RUNNER_PREFIX}{name}", namespace=NAMESPACE, num_cpus=0, max_restarts=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False)).remote(name,
-                                                                                     job)
+        pin = NodeAffinitySchedulingStrategy(nid, soft=False)
+        actor = Actor.options(name=f"{RUNNER_PREFIX}{name}", namespace=NAMESPACE, num_cpus=0,
+                              max_restarts=0, scheduling_strategy=pin).remote(name, job)
         refs[actor.run.remote()] = name
+        actors.append(actor)
+        if job.monitor:
+            mon = Mon.options(name=f"wmforge-monitor-{name}", namespace=NAMESPACE, num_cpus=0,
+                              max_restarts=0, max_concurrency=2,
+                              scheduling_strategy=pin).remote(name, job)
+            mon.loop.remote()
+            monitors.append(mon)
     results: dict[str, dict] = {}
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
@@ -295,6 +338,10 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
         try:
             results[name] = ray.get(ready[0])
             log(f"cluster: node {name} finished: {results[name]}")
+        except ray.exceptions.RayTaskError as exc:  # a bug or a bad setting: stop everything
+            for a in [*actors, *monitors]:
+                ray.kill(a, no_restart=True)
+            raise RuntimeError(f"node {name}: its runner failed: {exc}") from None
         except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError,
                 ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
             moved = ray.get(alloc.leave.remote(name))
@@ -308,5 +355,9 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
             log(f"cluster: node {name} died ({type(exc).__name__}); {len(moved)} levels moved "
                 f"to the others; {len(lost)} finished trajectories lost with its disk, made "
                 "again elsewhere")
+    for mon in monitors:
+        with contextlib.suppress(Exception):  # a monitor of a dead node is gone with it
+            ray.get(mon.stop.remote(), timeout=10)
+            ray.kill(mon)
     state = ray.get(alloc.state.remote())
     return {"nodes": results, "allocator": state}
