@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..config import ConfigError, WmforgeConfig, load_params
 
@@ -86,8 +87,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"error: port {port} is in use on this node", file=sys.stderr)
             return 2
         t0 = time.monotonic()
-        c = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
-            "gcs_server_port": port, "num_cpus": 0, "include_dashboard": cfg.cluster.include_dashboard})
+        c: Any = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
+            "gcs_server_port": port, "num_cpus": 0,
+            "include_dashboard": cfg.cluster.include_dashboard})
         for i in range(args.local_nodes):
             c.add_node(num_cpus=cfg.node.cpu_slots, num_gpus=args.gpus,
                        resources={node_resource(f"{args.node_prefix}{i + 1}"): 1})
@@ -204,6 +206,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
         from .allocator_actor import ACTOR_NAME, NAMESPACE
 
+        alloc: Any
         with contextlib.suppress(Exception):
             _connect(cfg)
             alloc = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
