@@ -67,9 +67,14 @@ def test_upload_verifies_every_object_writes_completion_last_and_deletes_only_af
     # an unfinished trajectory (no progress line) and one still being written are left alone
     (inst / "traj_002").mkdir()
     (inst / "traj_002" / "back.mp4").write_bytes(b"partial")
-    up = Uploader(ucfg, root, "n1", log=lambda m: None)
+    snap = tmp_path / "snap" / "n1" / "n1-A"  # a failure snapshot: to its own prefix
+    snap.mkdir(parents=True)
+    (snap / "snapshot.json").write_text('{"reason": "stalled"}')
+    up = Uploader(ucfg, root, "n1", snapshots=tmp_path / "snap", log=lambda m: None)
     assert up.scan_once() == 2
     c = s3server.client()
+    body = c.get_object(Bucket="verify-b", Key="snapshots/n1/n1-A/snapshot.json")["Body"].read()
+    assert body == b'{"reason": "stalled"}' and (snap / "snapshot.json").exists()
     stored = _stored(c, "verify-b")
     got = {k: v for k, v in stored.items() if not k.endswith(COMPLETION)}
     assert got == want  # every byte, exactly the files that were finished
