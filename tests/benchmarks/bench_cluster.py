@@ -82,14 +82,13 @@ def bench_startup(n: int, tmp: str) -> dict:
 
 
 def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path) -> dict:
+    import pandas as pd
     import ray
 
     from stages.cluster.ray_executor import NodeJob, run_cluster
     from stages.cluster_config import UploadConfig
     from stages.pools import build_pools
     from tests.conftest import small_render_cfg
-
-    import pandas as pd
 
     levels = pd.read_parquet(inv / "levels.parquet")
     ids = sorted(levels[levels["enabled"].astype(bool)]["level_id"])[: args.levels]
