@@ -135,8 +135,9 @@ def bench_upload(srv, tmp: Path, total_mb: int) -> list[dict]:
             (d / "back.mp4").write_bytes(os.urandom(sz))
             append_progress(inst / "progress.log", d.name, 1, f"{i:016x}")
         (inst / COMPLETE).write_text("")
-        up = Uploader(UploadConfig(endpoint_url=srv.endpoint, bucket=f"bench-up-{str(verify).lower()}",
-                                   quiet_s=0.0, verify=verify), root, "n1", log=lambda m: None)
+        bucket = f"bench-up-{str(verify).lower()}"
+        up = Uploader(UploadConfig(endpoint_url=srv.endpoint, bucket=bucket, quiet_s=0.0,
+                                   verify=verify), root, "n1", log=lambda m: None)
         t0 = time.monotonic()
         up.scan_once()
         secs = time.monotonic() - t0
