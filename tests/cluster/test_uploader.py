@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from stages.cluster.s3_store import S3Store
 from stages.cluster.uploader import COMPLETION, TOMBSTONE, Uploader
 
@@ -113,6 +115,7 @@ def test_an_object_is_never_overwritten_and_a_mismatch_keeps_the_local_file(s3se
     assert body == b"other bytes"  # never overwritten
 
 
+@pytest.mark.cluster_faults
 def test_uploader_killed_during_a_multipart_upload_completes_after_restart(
         s3server, s3env, tmp_path):
     ucfg = upload_cfg(s3server, "kill-b")
@@ -154,6 +157,7 @@ def test_uploader_killed_during_a_multipart_upload_completes_after_restart(
     assert sorted(x.name for x in (inst / "traj_000").iterdir()) == [TOMBSTONE]
 
 
+@pytest.mark.cluster_faults
 def test_server_stopped_during_uploads_backs_off_keeps_local_copies_and_resumes(
         s3server, s3env, tmp_path):
     ucfg = upload_cfg(s3server, "outage-b")
