@@ -39,7 +39,7 @@ stamp=".venv/.wmforge-installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,ml]'
+  .venv/bin/python -m pip install -q -e '.[dev,ml,cluster]'
   rm -f .venv/.wmforge-installed-*
   touch "$stamp"
 fi

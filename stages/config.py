@@ -16,6 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from .cluster_config import MonitorConfig, UploadConfig, validate_cluster_settings
 from .core.cameras import CameraRigConfig
 from .core.stage1 import ActionConfig, SpawnConfig, validate_action_config
 from .node_config import NodeConfig, validate_node
@@ -257,6 +258,20 @@ class ClusterConfig:
     node: str = ""
     # passes over each pool, each in its own shuffled order
     passes: int = 1
+    # --- the Ray executor (execution only; the pools stage reads nodes and passes) ---
+    # Ray GCS port of `wmforge cluster up --head` (workers join HOST:PORT)
+    head_port: int = 6379
+    # Ray's dashboard (an HTTP server and several processes); off by default
+    include_dashboard: bool = False
+    # a lease not renewed for this long expires and its unit is handed out again, s
+    lease_s: float = 120.0
+    # the allocator's persisted state (on the head's disk); a restart reads it back
+    allocator_state: str = "work/allocator/state.json"
+    # the allocator's HTTP status port (0 = a free port, written next to the state file)
+    allocator_http_port: int = 0
+    # engine processes run as this unprivileged user when the engine requires it (Unreal
+    # refuses root); empty = the runner's own user
+    engine_user: str = ""
 
 
 @dataclass
@@ -326,6 +341,8 @@ class WmforgeConfig:
     select: SelectConfig = field(default_factory=SelectConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     node: NodeConfig = field(default_factory=NodeConfig)
+    upload: UploadConfig = field(default_factory=UploadConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
     clips: ClipsConfig = field(default_factory=ClipsConfig)
     caption: CaptionConfig = field(default_factory=CaptionConfig)
     shard: ShardConfig = field(default_factory=ShardConfig)
@@ -386,6 +403,7 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     try:
         validate_node(obj.node)
         validate_unreal(obj.unreal)
+        validate_cluster_settings(obj.upload, obj.monitor)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     if obj.caption.backend not in ("grounded", "vlm"):

@@ -11,39 +11,16 @@ Output ``pools.parquet``: level_id, node, pass, position.
 
 from __future__ import annotations
 
-import hashlib
-import random
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
-from .cluster.pool_plan import pool_levels
+from .cluster.pool_plan import assign, pass_order, pool_levels
 from .parquet_io import write_parquet
 from .stage_args import stage_args
 
 COLUMNS = ["level_id", "node", "pass", "position"]
-
-
-def _weight(level_id: str, node: str) -> int:
-    return int.from_bytes(hashlib.sha256(f"{node}\0{level_id}".encode()).digest()[:8], "big")
-
-
-def assign(levels: Iterable[str], nodes: list[str]) -> dict[str, str]:
-    """level → node (rendezvous hashing)."""
-    out: dict[str, str] = {}
-    for lv in levels:
-        out[lv] = max(nodes, key=lambda n: (_weight(lv, n), n))  # noqa: B023 - used at once
-    return out
-
-
-def pass_order(levels: list[str], node: str, pass_index: int, seed: int) -> list[str]:
-    """The node's levels in the shuffled order of one pass."""
-    h = hashlib.sha256(f"{seed}\0{node}\0{pass_index}".encode()).digest()
-    order = sorted(levels)
-    random.Random(int.from_bytes(h[:8], "big")).shuffle(order)
-    return order
 
 
 def build_pools(levels: list[str], nodes: list[str], passes: int, seed: int) -> pd.DataFrame:

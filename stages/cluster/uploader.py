@@ -1,0 +1,194 @@
+"""The per-node uploader (paper §8.3): finished trajectories to S3, verified, then deleted.
+
+Its own process (``python -m stages.cluster.uploader``, started by the node's Ray actor or by
+hand). A trajectory of a render instance is eligible when its progress line exists and its
+files have not changed for ``upload.quiet_s``. Its files go to
+``<prefix>/<scene>/<level>/<instance>/<traj>/<file>`` (checksummed, never overwritten, each
+verified with head_object), then a completion object ``<traj>/_COMPLETE.json`` (the manifest)
+is written last; only then is a local tombstone (``UPLOADED.json``, the manifest) written and
+the local files deleted. A restart re-verifies what is in the store and uploads only what is
+not. Failure snapshots go to ``<snapshot_prefix>/<node>/<instance>/`` (kept locally: small, and
+``wmforge node snapshots`` reads them). When the store is unreachable the uploader backs off
+and keeps everything local; a refused credential stops it with a message naming the endpoint
+and the key id (never the secret).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..cluster_config import UploadConfig
+from ..core.progress import read_progress
+from .s3_store import S3Store, StoreAuthError, StoreConflict, StoreUnreachable
+
+COMPLETION = "_COMPLETE.json"
+TOMBSTONE = "UPLOADED.json"
+UNVERIFIED = "UPLOADED_UNVERIFIED.json"  # upload.verify off: in the store, kept here
+SNAP_MARK = ".uploaded"
+
+
+@dataclass
+class UploadStats:
+    trajectories: int = 0  # completed (completion object verified) in this process
+    files_written: int = 0  # objects this process wrote
+    files_present: int = 0  # objects found already verified (an earlier run wrote them)
+    bytes_written: int = 0
+    snapshots: int = 0
+    conflicts: list[str] = field(default_factory=list)
+
+
+def traj_key(prefix: str, root: Path, traj_dir: Path) -> str:
+    rel = traj_dir.relative_to(root).as_posix()  # scene/level/instance/traj
+    return f"{prefix.strip('/')}/{rel}" if prefix.strip("/") else rel
+
+
+def eligible(root: Path, quiet_s: float, now: float | None = None) -> list[tuple[Path, str]]:
+    """(trajectory folder, render key) of finished, quiet, not yet uploaded trajectories."""
+    now = time.time() if now is None else now
+    out = []
+    for prog in sorted(root.glob("*/*/*/progress.log")):
+        inst = prog.parent
+        for traj, (_, key) in sorted(read_progress(inst).items()):
+            d = inst / traj
+            if not d.is_dir() or (d / TOMBSTONE).exists() or (d / UNVERIFIED).exists():
+                continue
+            files = [p for p in d.rglob("*") if p.is_file()]
+            if files and now - max(p.stat().st_mtime for p in files) >= quiet_s:
+                out.append((d, key))
+    return out
+
+
+class Uploader:
+    """Scans a renders root (and a snapshot root) and delivers what is finished."""
+
+    def __init__(self, ucfg: UploadConfig, renders: Path, node: str,
+                 snapshots: Path | None = None, log: Callable[[str], Any] = print,
+                 store: S3Store | None = None):
+        self.cfg, self.root, self.node, self.snaps, self.log = ucfg, renders, node, snapshots, log
+        self.store = store or S3Store(ucfg)
+        self.stats = UploadStats()
+        self._bucket_ok = False
+
+    def upload_trajectory(self, d: Path, render_key: str) -> bool:
+        """Deliver one trajectory; True when it is complete in the store (and deleted here)."""
+        base = traj_key(self.cfg.prefix, self.root, d)
+        manifest: dict[str, dict] = {}
+        for p in sorted(q for q in d.rglob("*") if q.is_file()):
+            rel = p.relative_to(d).as_posix()
+            try:
+                dg, wrote = self.store.put_verified(p, f"{base}/{rel}")
+            except StoreConflict as exc:
+                self.stats.conflicts.append(str(exc))
+                self.log(f"upload: CONFLICT {exc}")
+                return False
+            if wrote:
+                self.stats.files_written += 1
+                self.stats.bytes_written += dg.size
+            else:
+                self.stats.files_present += 1
+            manifest[rel] = {"size": dg.size, "sha256": dg.sha256, "checksum": dg.checksum}
+        inst = d.parent
+        record = {"node": self.node, "scene": inst.parent.parent.name, "level": inst.parent.name,
+                  "instance": inst.name, "trajectory": d.name, "render_key": render_key,
+                  "files": manifest, "verified": self.cfg.verify}
+        data = json.dumps(record, sort_keys=True, indent=1).encode()
+        self.store.put_bytes(data, f"{base}/{COMPLETION}")  # last: the trajectory is complete
+        self.stats.trajectories += 1
+        if not self.cfg.verify:
+            (d / UNVERIFIED).write_bytes(data)
+            return True  # unverified objects: nothing local is deleted
+        (d / TOMBSTONE).write_bytes(data)  # first, so a crash mid-delete is resumable
+        for rel in manifest:
+            (d / rel).unlink(missing_ok=True)
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), reverse=True):
+            if not any(sub.iterdir()):
+                sub.rmdir()
+        self.log(f"upload: {base} ({len(manifest)} files) verified; local copies deleted")
+        return True
+
+    def upload_snapshots(self) -> None:
+        if self.snaps is None or not self.snaps.is_dir():
+            return
+        for inst in sorted(p for p in self.snaps.glob("*/*") if p.is_dir()):
+            if (inst / SNAP_MARK).exists():
+                continue
+            rel = inst.relative_to(self.snaps).as_posix()  # node/instance
+            for p in sorted(q for q in inst.rglob("*") if q.is_file()):
+                key = f"{self.cfg.snapshot_prefix.strip('/')}/{rel}/{p.relative_to(inst)}"
+                try:
+                    self.store.put_verified(p, key)
+                except StoreConflict as exc:
+                    self.stats.conflicts.append(str(exc))
+            (inst / SNAP_MARK).write_text("")
+            self.stats.snapshots += 1
+
+    def scan_once(self) -> int:
+        """One pass; the number of trajectories delivered. Raises StoreUnreachable / Auth."""
+        if not self._bucket_ok:
+            self.store.ensure_bucket()
+            self._bucket_ok = True
+        n = 0
+        for d, key in eligible(self.root, self.cfg.quiet_s):
+            n += bool(self.upload_trajectory(d, key))
+        self.upload_snapshots()
+        return n
+
+    def pending(self) -> int:
+        return len(eligible(self.root, 0.0))
+
+    def run(self, stop: Callable[[], bool] = lambda: False, once: bool = False) -> int:
+        """Scan until ``stop()``; with ``once``, until nothing finished is left. Exit code."""
+        delay = self.cfg.poll_s
+        while True:
+            try:
+                self.scan_once()
+                delay = self.cfg.poll_s
+                if once and self.pending() == 0:
+                    return 0
+            except StoreUnreachable as exc:
+                self.log(f"upload: {exc}; {self.pending()} finished trajectories kept locally; "
+                         f"retrying in {delay:.0f} s")
+                time.sleep(delay)
+                delay = min(delay * 2, self.cfg.backoff_max_s)
+                continue
+            except StoreAuthError as exc:
+                self.log(f"upload: error: {exc}")
+                return 3
+            if stop():
+                return 0
+            time.sleep(self.cfg.poll_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..config import ConfigError, load_params
+
+    ap = argparse.ArgumentParser(prog="wmforge cluster upload", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--renders", default="data/renders")
+    ap.add_argument("--snapshots", default="", help="snapshot root (default: node.snapshot_dir)")
+    ap.add_argument("--node", default="", help="node id (default: render.node_id)")
+    ap.add_argument("--once", action="store_true", help="exit when nothing finished is left")
+    args = ap.parse_args(argv)
+    try:
+        cfg = load_params(args.params, args.set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    up = Uploader(cfg.upload, Path(args.renders), args.node or cfg.render.node_id,
+                  Path(args.snapshots or cfg.node.snapshot_dir),
+                  log=lambda m: print(m, flush=True))
+    print(f"upload: {args.renders} → s3://{cfg.upload.bucket}/{cfg.upload.prefix} at "
+          f"{up.store.endpoint} as key id {up.store.key_id}", flush=True)
+    return up.run(once=args.once)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
