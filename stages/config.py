@@ -151,7 +151,7 @@ class RenderConfig:
     # the geometric mean luminance to exposure_key (0 frames = fixed exposure); the level's
     # exposure_compensation (overrides.yaml, EV) multiplies it
     meter_frames: int = 3
-    exposure_key: float = 0.14
+    exposure_key: float = 0.1
     # tone map applied to linear light before the sRGB encode: aces (filmic) or none (clamp)
     tone_map: str = "aces"
     # strength of the sky's image-based light (diffuse and specular)

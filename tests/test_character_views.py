@@ -439,3 +439,17 @@ def test_per_level_camera_scale_from_overrides_shortens_that_levels_rig(tmp_path
     (lib / "overrides.yaml").write_text("Halls/arena:\n  camera_scale: -1\n")
     with pytest.raises(ConfigError, match="Halls/arena.camera_scale"):
         run_inventory(lib, load_params().inventory, "overrides.yaml")
+
+
+def test_trajectories_before_contract_v3_keep_their_up_axis_meaning():
+    """Before v3 a trajectory stored the pack's up_axis hint ("Z" by default), which the loader
+    ignored for glTF; read as an override it would turn a glTF level on its side."""
+    from pathlib import Path
+
+    from stages.engine.instance_render import _level_up_axis
+
+    glb, obj = Path("l.glb"), Path("l.obj")
+    assert _level_up_axis({"schema_version": 2, "level": {"up_axis": "Z"}}, glb) is None
+    assert _level_up_axis({"schema_version": 2, "level": {"up_axis": "Y"}}, obj) == "Y"
+    assert _level_up_axis({"schema_version": 3, "level": {"up_axis": "Z"}}, glb) == "Z"
+    assert _level_up_axis({"schema_version": 3, "level": {"up_axis": None}}, glb) is None

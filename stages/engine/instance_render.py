@@ -93,6 +93,17 @@ def prop_table(props: pd.DataFrame, names: list[str], n: int
             for f in range(n)]
 
 
+def _level_up_axis(meta: dict, path: Path) -> str | None:
+    """The level's coordinate-system override as the engine takes it. Trajectories before
+    contract v3 stored the pack's ``up_axis`` hint ("Z" by default), which the loader ignored
+    for glTF (always Y-up) and applied to other formats; read that way, not as an override."""
+    up = (meta.get("level") or {}).get("up_axis")
+    version = meta.get("schema_version", 3)
+    if isinstance(version, int) and version < 3 and path.suffix.lower() in (".glb", ".gltf"):
+        return None
+    return up
+
+
 class InstanceRenderer:
     """Renders the trajectories of one level into one instance directory (one process)."""
 
@@ -126,7 +137,8 @@ class InstanceRenderer:
         lv = meta.get("level") or {}
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
         ev = float(lv.get("exposure_compensation") or 0.0)  # per-level override, stops
-        key = f"{path}|{lv.get('scale', 1.0)}|{lv.get('up_axis')}"
+        up = _level_up_axis(meta, path)
+        key = f"{path}|{lv.get('scale', 1.0)}|{up}"
         self._renderer().set_exposure(ev)
         self.level_report["exposure_compensation"] = ev
         if key == self.level_key:
@@ -141,7 +153,7 @@ class InstanceRenderer:
         try:
             from .embedded import load_model
 
-            model = load_model(str(path), float(lv.get("scale", 1.0)), lv.get("up_axis"))
+            model = load_model(str(path), float(lv.get("scale", 1.0)), up)
         except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
             raise _Fail("missing_asset", f"{path}: {exc}") from None
         model.flattenLight()

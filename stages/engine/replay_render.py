@@ -56,7 +56,7 @@ class Look:
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
     meter_frames: int = 3
-    exposure_key: float = 0.14
+    exposure_key: float = 0.1
     # "aces" (filmic) or "none" (clamp)
     tone_map: str = "aces"
     # strength of the sky's image-based light
