@@ -4,6 +4,7 @@ engine=unreal and its snapshot."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,39 @@ def test_vulkan_devices_through_the_loader_match_vulkaninfo() -> None:
     assert [(d["index"], d["deviceName"], d["deviceUUID"]) for d in devs] == \
         [(d["index"], d["deviceName"], d["deviceUUID"]) for d in ref]
     assert adapter_for_uuid(devs[-1]["deviceUUID"], devs) == devs[-1]["index"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping to another user needs root")
+def test_under_root_the_editor_runs_as_the_unprivileged_user() -> None:
+    """§8.4: the runner stays root, the engine process it starts runs as unreal.run_as (here
+    Debian's `nobody`), with the instance folder handed to that user."""
+    import pwd
+    import shutil
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="wmforge-runas-"))  # pytest's tmp is root-only
+    try:
+        _run_as_nobody(tmp_path, pwd.getpwnam("nobody"))
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _run_as_nobody(tmp_path: Path, nobody) -> None:
+    from stages.engine.unreal_launch import engine_user, run_editor
+    from stages.unreal_config import UnrealConfig
+
+    inst = tmp_path / "inst"
+    (inst / "frames").mkdir(parents=True)
+    (inst / "instance.json").write_text("{}")
+    editor = tmp_path / "UnrealEditor-Cmd"  # a stand-in editor: says who it runs as
+    editor.write_text("#!/bin/sh\necho uid=$(id -u) home=$HOME\ntouch \"$1/written\"\n")
+    editor.chmod(0o755)
+    tmp_path.chmod(0o755)
+    user = engine_user(UnrealConfig(run_as="nobody"), [inst])
+    assert user == (nobody.pw_uid, nobody.pw_gid)
+    assert (inst / "frames").stat().st_uid == nobody.pw_uid
+    rc, text = run_editor([str(editor), str(inst)], {"PATH": "/usr/bin:/bin"}, user=user)
+    assert rc == 0 and f"uid={nobody.pw_uid}" in text and f"home={nobody.pw_dir}" in text
+    assert (inst / "written").stat().st_uid == nobody.pw_uid  # it could write its folder
+    with pytest.raises(Exception, match="no-such-user-here"):
+        engine_user(UnrealConfig(run_as="no-such-user-here"), [inst])

@@ -57,8 +57,9 @@ def _reachable(addr: str, timeout_s: float = 3.0) -> bool:
 
 
 def _check_engine_user(cfg: WmforgeConfig) -> None:
-    """Unreal refuses root (§8.4): engine processes then run as cluster.engine_user."""
-    user = cfg.cluster.engine_user
+    """Unreal refuses root (§8.4): its editor processes then run as cluster.engine_user (or
+    unreal.run_as), which must exist on the node."""
+    user = cfg.cluster.engine_user or (cfg.unreal.run_as if cfg.engine.name == "unreal" else "")
     if user:
         try:
             pwd.getpwnam(user)

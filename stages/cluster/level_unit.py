@@ -95,7 +95,9 @@ def level_overrides(row: dict) -> dict:
 def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:
     """What an Unreal stage script needs beside the embedded engine's spec: the launch settings
     and the level's map object path (``/Game/...`` from the pack's Content folder)."""
-    return {"unreal": asdict(cfg.unreal), "ue_map": map_object_path(level_file),
+    # the editor runs as cluster.engine_user when set, else unreal.run_as (Unreal refuses root)
+    ucfg = {**asdict(cfg.unreal), "run_as": cfg.cluster.engine_user or cfg.unreal.run_as}
+    return {"unreal": ucfg, "ue_map": map_object_path(level_file),
             "fps": cfg.engine.fps, "map_on_command_line": True}
 
 

@@ -48,12 +48,44 @@ def _pump(proc: subprocess.Popen, sink: list[str]) -> None:
         sys.stdout.flush()
 
 
+def engine_user(cfg: UnrealConfig, folders: list[Path], euid: int | None = None
+                ) -> tuple[int, int] | None:
+    """Unreal refuses root (§8.4). Under root the editor runs as ``unreal.run_as`` instead:
+    (uid, gid) of that user, with the instance folders handed to it; None when the runner is
+    not root. A missing user is an UnrealLaunchError naming it."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return None
+    import pwd
+
+    try:
+        pw = pwd.getpwnam(cfg.run_as)
+    except KeyError:
+        refuse_root(cfg)  # names the user to create or to run as
+        raise
+    if pw.pw_uid == 0:
+        refuse_root(cfg)
+    for folder in folders:
+        for dirpath, _dirs, files in os.walk(folder):
+            os.chown(dirpath, pw.pw_uid, pw.pw_gid)
+            for f in files:
+                os.chown(os.path.join(dirpath, f), pw.pw_uid, pw.pw_gid)
+    return pw.pw_uid, pw.pw_gid
+
+
 def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
-               poll_s: float = 0.5) -> tuple[int, str]:
-    """Run the editor, streaming its output; ``on_poll()`` runs while it lives."""
+               poll_s: float = 0.5, user: tuple[int, int] | None = None) -> tuple[int, str]:
+    """Run the editor, streaming its output; ``on_poll()`` runs while it lives. ``user``:
+    (uid, gid) to run it as (the runner itself stays root; only the engine drops)."""
     lines: list[str] = []
+    extra: dict = {}
+    if user is not None:
+        import pwd
+
+        pw = pwd.getpwuid(user[0])
+        env = dict(env, HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+        extra = {"user": user[0], "group": user[1], "extra_groups": []}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace")
+                            text=True, errors="replace", **extra)
     t = threading.Thread(target=_pump, args=(proc, lines), daemon=True)
     t.start()
     while proc.poll() is None:
@@ -66,8 +98,9 @@ def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
     return proc.returncode, "".join(lines)
 
 
-def prepare(stage: str, spec: dict, spec_path: Path) -> tuple[list[str], dict[str, str], int | None,
-                                                               subprocess.Popen | None]:
+def prepare(stage: str, spec: dict, spec_path: Path
+            ) -> tuple[list[str], dict[str, str], int | None, subprocess.Popen | None,
+                       tuple[int, int] | None]:
     cfg = UnrealConfig(**(spec.get("unreal") or {}))
     uuid = os.environ.get("WMFORGE_GPU_UUID", "")
     adapter = adapter_for_uuid(uuid, vulkan_devices()) if uuid else None
@@ -75,7 +108,9 @@ def prepare(stage: str, spec: dict, spec_path: Path) -> tuple[list[str], dict[st
                         int(spec.get("fps", 30)))
     say(f"{stage}: adapter {adapter if adapter is not None else '-'} for GPU "
         f"{uuid or '(cpu slot)'}; {' '.join(argv)}")
-    refuse_root(cfg)
+    user = engine_user(cfg, [spec_path.parent])
+    if user is not None:
+        say(f"{stage}: runner is root: the editor runs as '{cfg.run_as}' (uid {user[0]})")
     env = dict(os.environ, WMFORGE_SPEC=str(spec_path))
     xvfb = None
     if cfg.virtual_display:
@@ -83,7 +118,7 @@ def prepare(stage: str, spec: dict, spec_path: Path) -> tuple[list[str], dict[st
         xvfb = subprocess.Popen(virtual_display_argv(n), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         env["DISPLAY"] = f":{n}"
-    return argv, env, adapter, xvfb
+    return argv, env, adapter, xvfb, user
 
 
 def judge(stage: str, log_text: str, adapter: int | None, expected: int, done: int,
@@ -104,12 +139,12 @@ def stage1(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     folder = spec_path.parent
     try:
-        argv, env, adapter, xvfb = prepare("stage1", spec, spec_path)
-    except UnrealLaunchError as exc:
+        argv, env, adapter, xvfb, user = prepare("stage1", spec, spec_path)
+    except (UnrealLaunchError, KeyError) as exc:
         say(f"error: {exc}")
         return 1
     try:
-        rc, text = run_editor(argv, env)
+        rc, text = run_editor(argv, env, user=user)
     finally:
         if xvfb is not None:
             xvfb.kill()
@@ -165,12 +200,12 @@ def stage2(inst: Path) -> int:
             say(f"{name}: {rmeta['frame_count']} frames x 5 views verified and encoded")
 
     try:
-        argv, env, adapter, xvfb = prepare("stage2", spec, spec_path)
+        argv, env, adapter, xvfb, user = prepare("stage2", spec, spec_path)
     except UnrealLaunchError as exc:
         say(f"error: {exc}")
         return 1
     try:
-        rc, text = run_editor(argv, env, on_poll)
+        rc, text = run_editor(argv, env, on_poll, user=user)
     finally:
         if xvfb is not None:
             xvfb.kill()
