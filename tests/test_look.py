@@ -151,8 +151,9 @@ def test_a_metallic_sphere_reflects_the_sky(tmp_path):
         patch = img[int(v) - 2:int(v) + 3, int(u) - 2:int(u) + 3].reshape(-1, 3)
         return patch.mean(0)
     m, r = upper_half((3.0, 1.0, 0.6)), upper_half((3.0, -1.0, 0.6))
-    assert m[2] > 1.15 * m[0], m  # blue sky in the metal
-    assert r[2] < 1.1 * r[0], r  # the rough dielectric is lit, not mirrored: no strong tint
+    assert m[2] > 1.3 * m[0], m  # the blue sky mirrored in the metal
+    # the rough dielectric is lit by the sky (a little blue), not mirroring it
+    assert m[2] / m[0] > r[2] / r[0] + 0.3, (m, r)
 
 
 def test_exposure_compensation_scales_linear_light(tmp_path):

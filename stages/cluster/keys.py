@@ -110,6 +110,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
             "mask_scale": rcfg.mask_scale, "align_radius_px": rcfg.align_radius_px,
             "align_min": rcfg.align_min, "shadow_map_size": rcfg.shadow_map_size,
             "shadow_extent_m": rcfg.shadow_extent_m, "meter_frames": rcfg.meter_frames,
+            "shadow_pcf_taps": rcfg.shadow_pcf_taps,
             "exposure_key": rcfg.exposure_key, "tone_map": rcfg.tone_map,
             "ibl_strength": rcfg.ibl_strength}
 

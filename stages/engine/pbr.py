@@ -34,10 +34,8 @@ uniform mat4 p3d_ProjectionMatrix;
 uniform mat4 p3d_ModelViewMatrix;
 uniform mat3 p3d_NormalMatrix;
 uniform mat4 p3d_TextureMatrix;
-uniform struct p3d_LightSourceParameters {
-    vec4 position; vec4 diffuse; vec4 specular; vec3 attenuation; vec3 spotDirection;
-    float spotCosCutoff; sampler2DShadow shadowMap; mat4 shadowViewMatrix;
-} p3d_LightSource[@MAX_LIGHTS@];
+// the sun (a NodePath input): only its shadow matrix is fetched, once per object and camera
+uniform struct SunParameters { sampler2DShadow shadowMap; mat4 shadowViewMatrix; } sun;
 in vec4 p3d_Vertex;
 in vec4 p3d_Color;
 in vec3 p3d_Normal;
@@ -47,15 +45,13 @@ out vec3 v_view_position;
 out vec4 v_color;
 out vec2 v_texcoord;
 out mat3 v_view_tbn;
-out vec4 v_shadow_pos[@MAX_LIGHTS@];
+out vec4 v_shadow_pos;
 void main() {
     vec4 view_position = p3d_ModelViewMatrix * p3d_Vertex;
     v_view_position = view_position.xyz;
     v_color = p3d_Color;
     v_texcoord = (p3d_TextureMatrix * vec4(p3d_MultiTexCoord0, 0, 1)).xy;
-    for (int i = 0; i < @MAX_LIGHTS@; ++i) {
-        v_shadow_pos[i] = p3d_LightSource[i].shadowViewMatrix * view_position;
-    }
+    v_shadow_pos = sun.shadowViewMatrix * view_position;
     vec3 n = normalize(p3d_NormalMatrix * p3d_Normal);
     vec3 t = p3d_NormalMatrix * p3d_Tangent.xyz;
     t = length(t) > 1e-6 ? normalize(t - n * dot(n, t)) : vec3(0.0);
@@ -89,9 +85,9 @@ uniform struct p3d_MaterialParameters {
     vec4 baseColor; vec4 emission; float roughness; float metallic;
 } p3d_Material;
 uniform struct p3d_LightSourceParameters {
-    vec4 position; vec4 diffuse; vec4 specular; vec3 attenuation; vec3 spotDirection;
-    float spotCosCutoff; sampler2DShadow shadowMap; mat4 shadowViewMatrix;
+    vec4 position; vec4 diffuse; vec3 attenuation; vec3 spotDirection; float spotCosCutoff;
 } p3d_LightSource[MAX_LIGHTS];
+uniform struct SunParameters { sampler2DShadow shadowMap; mat4 shadowViewMatrix; } sun;
 uniform mat4 p3d_ViewMatrix;
 uniform vec4 p3d_ColorScale;
 uniform vec4 p3d_TexAlphaOnly;
@@ -104,12 +100,13 @@ uniform float ibl_strength;
 uniform float shadow_bias;
 uniform float shadow_texel;
 uniform int shadow_light;    // index of the shadow-casting sun among the lights (-1: none)
+uniform int pcf_taps;        // soft-shadow taps (1-8)
 @SKY@
 in vec3 v_view_position;
 in vec4 v_color;
 in vec2 v_texcoord;
 in mat3 v_view_tbn;
-in vec4 v_shadow_pos[MAX_LIGHTS];
+in vec4 v_shadow_pos;
 out vec4 o_color;
 const float PI = 3.141592653589793;
 
@@ -127,15 +124,15 @@ float shadow_pcf(sampler2DShadow m, vec4 p) {
     if (c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0) return 1.0;
     c.z -= shadow_bias;
     float s = 0.0;
-    // 12-tap Poisson disc with hardware 2x2 comparison filtering: a soft edge
-    vec2 taps[12] = vec2[](vec2(-0.326, -0.406), vec2(-0.840, -0.074), vec2(-0.696, 0.457),
-        vec2(-0.203, 0.621), vec2(0.962, -0.195), vec2(0.473, -0.480), vec2(0.519, 0.767),
-        vec2(0.185, -0.893), vec2(0.507, 0.064), vec2(0.896, 0.412), vec2(-0.322, -0.933),
-        vec2(-0.792, -0.598));
-    for (int k = 0; k < 12; ++k) {
+    // a Poisson disc of pcf_taps taps, each a hardware 2x2 comparison: a soft edge
+    vec2 taps[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(-0.203, 0.621),
+        vec2(0.473, -0.480), vec2(-0.840, -0.074), vec2(0.519, 0.767), vec2(0.185, -0.893),
+        vec2(-0.696, 0.457));
+    int n = clamp(pcf_taps, 1, 8);
+    for (int k = 0; k < n; ++k) {
         s += texture(m, vec3(c.xy + taps[k] * shadow_texel * 2.5, c.z));
     }
-    return s / 12.0;
+    return s / float(n);
 }
 void main() {
     vec4 base = p3d_Material.baseColor * v_color * p3d_ColorScale
@@ -171,7 +168,7 @@ void main() {
             float sc = dot(normalize(p3d_LightSource[i].spotDirection), -l);
             atten *= smoothstep(cut - 0.02, cut + 0.02, sc);
         }
-        if (i == shadow_light) atten *= shadow_pcf(p3d_LightSource[i].shadowMap, v_shadow_pos[i]);
+        if (i == shadow_light) atten *= shadow_pcf(sun.shadowMap, v_shadow_pos);
         vec3 h = normalize(l + v);
         float nl = clamp(dot(n, l), 0.0, 1.0);
         float nh = clamp(dot(n, h), 0.0, 1.0);
@@ -196,7 +193,7 @@ void main() {
     vec4 r4 = rough * c0 + c1;
     float a004 = min(r4.x * r4.x, exp2(-9.28 * nv)) * r4.x + r4.y;
     vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
-    vec3 spec_env = mix(sky_radiance(wr), irr / PI, rough);
+    vec3 spec_env = rough > 0.75 ? irr / PI : mix(sky_radiance(wr), irr / PI, rough);
     color += ibl_strength * (diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y));
     color += p3d_Material.emission.rgb * texture(p3d_TextureEmission, v_texcoord).rgb;
     o_color = vec4(color, base.a);

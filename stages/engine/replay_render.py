@@ -53,6 +53,8 @@ class Look:
     # it covers, m (the map is refitted around the character every frame)
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
+    # shadow-map taps per pixel (each a hardware 2x2 comparison): softness against speed
+    shadow_pcf_taps: int = 5
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
     meter_frames: int = 3
@@ -384,6 +386,11 @@ class ReplayRenderer:
         self.scene.setShaderInput("shadow_bias", 0.0015)
         self.scene.setShaderInput("shadow_texel", 1.0 / self.look.shadow_map_size)
         self.scene.setShaderInput("shadow_light", -1)
+        self.scene.setShaderInput("pcf_taps", int(self.look.shadow_pcf_taps))
+        from panda3d.core import DirectionalLight
+
+        self._no_sun = NodePath(DirectionalLight("no_sun"))  # until a level brings its sun
+        self.scene.setShaderInput("sun", self._no_sun)
         sky = NodePath(sphere(self.far * 0.8))
         sky.reparentTo(self.scene)
         sky.setShader(Shader.make(Shader.SL_GLSL, SKY_VERT, SKY_FRAG), 10)
@@ -496,6 +503,7 @@ class ReplayRenderer:
             rep.lights += 1
         self._make_sun(lights[0])
         self.scene.setShaderInput("shadow_light", 0)
+        self.scene.setShaderInput("sun", self.sun)
         self._set_sky(lit)
         self.atlas.setClearColor((0, 0, 0, 1))
         _srgb_colour_textures(model)
