@@ -148,7 +148,7 @@ class RenderConfig:
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
     # shadow-map taps per pixel (each a hardware 2x2 comparison, 1-8): softness against speed
-    shadow_pcf_taps: int = 5
+    shadow_pcf_taps: int = 4
     # automatic exposure: metered on the first meter_frames frames of each trajectory, bringing
     # the geometric mean luminance to exposure_key (0 frames = fixed exposure); the level's
     # exposure_compensation (overrides.yaml, EV) multiplies it

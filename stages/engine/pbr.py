@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-MAX_LIGHTS = 8
+MAX_LIGHTS = 4  # the sun and three level lights (priority order)
 
 PBR_VERT = """#version 330
 uniform mat4 p3d_ProjectionMatrix;

@@ -54,7 +54,7 @@ class Look:
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
     # shadow-map taps per pixel (each a hardware 2x2 comparison): softness against speed
-    shadow_pcf_taps: int = 5
+    shadow_pcf_taps: int = 4
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
     meter_frames: int = 3
@@ -395,7 +395,15 @@ class ReplayRenderer:
         sky.reparentTo(self.scene)
         sky.setShader(Shader.make(Shader.SL_GLSL, SKY_VERT, SKY_FRAG), 10)
         sky.setShaderInput("sky_strength", 1.0)
-        sky.setAttrib(CullBinAttrib.make("background", 0))
+        # drawn after the opaque geometry with the depth test on, so only the pixels where the
+        # sky shows are shaded (a full-screen sky pass per view and sample costs a lot on GPUs
+        # whose graphics units are few, like the H200's), and before the transparent ones
+        from panda3d.core import CullBinManager
+
+        bins = CullBinManager.getGlobalPtr()
+        if bins.findBin("wmforge_sky") < 0:
+            bins.addBin("wmforge_sky", CullBinManager.BT_fixed, 25)
+        sky.setAttrib(CullBinAttrib.make("wmforge_sky", 0))
         sky.setAttrib(DepthWriteAttrib.make(DepthWriteAttrib.M_off))
         sky.setLightOff(10)
         sky.setMaterialOff(10)
