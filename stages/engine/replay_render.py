@@ -192,7 +192,8 @@ class ReplayRenderer:
             p = FrameBufferProperties()
             p.setRgbColor(True)
             p.setFloatColor(hdr)
-            p.setRgbaBits(*((16, 16, 16, 16) if hdr else (8, 8, 8, 8)))
+            # linear light in packed 32-bit floats (R11G11B10F): half the bandwidth of RGBA16F
+            p.setRgbaBits(*((11, 11, 10, 0) if hdr else (8, 8, 8, 8)))
             p.setDepthBits(24 if depth else 0)
             return p
 
@@ -210,7 +211,7 @@ class ReplayRenderer:
             raise RuntimeError(f"render: could not create a {aw}x{ah} float offscreen buffer")
         self.gsg = self.atlas.getGsg()
         self.atlas_tex = Texture("atlas")
-        self.atlas_tex.setFormat(Texture.F_rgba16)
+        self.atlas_tex.setFormat(Texture.F_r11_g11_b10)
         self.atlas_tex.setComponentType(Texture.T_float)
         self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
                                     self.atlas.RTP_color)
