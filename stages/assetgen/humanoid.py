@@ -222,9 +222,18 @@ def clip_period(body: Body, g: Gait, walk_speed: float) -> float:
 # ---------------------------------------------------------------- mesh
 
 
-def _loft(centres: np.ndarray, radii: np.ndarray, segments: int = 14) -> MeshData:
+def _loft(centres: np.ndarray, radii: np.ndarray, segments: int = 14,
+          spacing: float = 0.025) -> MeshData:
     """A closed tube through ``centres`` (K, 3) with elliptic sections ``radii`` (K, 2)
-    (half depth along x, half width along y) in horizontal planes; ends capped by fans."""
+    (half depth along x, half width along y) in horizontal planes, resampled to a ring at
+    least every ``spacing`` metres (so joints bend smoothly); ends capped by fans."""
+    dense_c, dense_r = [centres[:1]], [radii[:1]]
+    for i in range(len(centres) - 1):
+        n = max(1, math.ceil(float(np.linalg.norm(centres[i + 1] - centres[i])) / spacing))
+        u = (np.arange(1, n + 1) / n)[:, None]
+        dense_c.append(centres[i] + u * (centres[i + 1] - centres[i]))
+        dense_r.append(radii[i] + u * (radii[i + 1] - radii[i]))
+    centres, radii = np.concatenate(dense_c), np.concatenate(dense_r)
     k = len(centres)
     a = np.linspace(0, 2 * math.pi, segments + 1)
     ring = np.stack([np.cos(a), np.sin(a), np.zeros_like(a)], -1)
