@@ -228,11 +228,11 @@ def _loft(centres: np.ndarray, radii: np.ndarray, segments: int = 14,
     (half depth along x, half width along y) in horizontal planes, resampled to a ring at
     least every ``spacing`` metres (so joints bend smoothly); ends capped by fans."""
     dense_c, dense_r = [centres[:1]], [radii[:1]]
-    for i in range(len(centres) - 1):
-        n = max(1, math.ceil(float(np.linalg.norm(centres[i + 1] - centres[i])) / spacing))
-        u = (np.arange(1, n + 1) / n)[:, None]
-        dense_c.append(centres[i] + u * (centres[i + 1] - centres[i]))
-        dense_r.append(radii[i] + u * (radii[i + 1] - radii[i]))
+    for q in range(len(centres) - 1):
+        steps = max(1, math.ceil(float(np.linalg.norm(centres[q + 1] - centres[q])) / spacing))
+        u = (np.arange(1, steps + 1) / steps)[:, None]
+        dense_c.append(centres[q] + u * (centres[q + 1] - centres[q]))
+        dense_r.append(radii[q] + u * (radii[q + 1] - radii[q]))
     centres, radii = np.concatenate(dense_c), np.concatenate(dense_r)
     k = len(centres)
     a = np.linspace(0, 2 * math.pi, segments + 1)
