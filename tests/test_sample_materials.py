@@ -63,8 +63,9 @@ def test_level_surfaces_have_pbr_maps(sample_library):
             assert np.allclose(np.linalg.norm(nrm, axis=2), 1, atol=0.03)
             assert np.hypot(nrm[..., 0], nrm[..., 1]).mean() > 0.02, (level, mat["name"])
             assert (nrm[..., 2] > 0).all()
-            metal = mr[..., 2].mean() / 255
+            metal = mr[..., 2].mean() / 255 * pbr["metallicFactor"]
             assert (metal > 0.9) == mat["name"].startswith("metal"), (level, mat["name"], metal)
+            assert pbr["roughnessFactor"] == 1.0  # the map's roughness is used as it is
 
 
 def test_props_are_more_than_boxes(sample_library):

@@ -387,7 +387,7 @@ def skinned_humanoid(name: str, height: float, build: float, shirt: str, seed: i
     for i, (part, kind) in enumerate(looks.items()):
         albedo, mr, _nrm = surface_maps(kind, tex, seed + i)
         mats[part] = g.material(part, texture=g.texture(encode_png(albedo), f"{part}_albedo"),
-                                roughness=1.0, metallic=1.0,
+                                roughness=1.0, metallic=0.0,
                                 metallic_roughness=g.texture(encode_png(mr),
                                                              f"{part}_metal_rough"))
     root = g.node(name, extras={"role": "character_root"})

@@ -23,6 +23,7 @@ from .primitives import (
     rounded_box,
     stairs,
     surface_maps,
+    surface_metalness,
 )
 
 LIGHTING: dict[str, dict] = {
@@ -51,13 +52,13 @@ class LevelBuilder:
 
     def mat(self, kind: str, emissive=None) -> int:
         """The level's PBR material of one kind: albedo, metallic-roughness and normal maps
-        (the factors are 1: the textures carry the values)."""
+        (roughness from the map, metalness from the factor)."""
         key = f"{kind}{'_glow' if emissive else ''}"
         if key not in self._mats:
             albedo, mr, nrm = surface_maps(kind, self.tex_size, self.seed + len(self._mats))
             self._mats[key] = self.g.material(
                 key, texture=self.g.texture(encode_png(albedo), kind), emissive=emissive,
-                metallic=1.0, roughness=1.0,
+                metallic=surface_metalness(kind), roughness=1.0,
                 metallic_roughness=self.g.texture(encode_png(mr), f"{kind}_metal_rough"),
                 normal=self.g.texture(encode_png(nrm), f"{kind}_normal"))
         return self._mats[key]

@@ -297,6 +297,11 @@ SURFACE: dict[str, tuple[tuple[float, float], float, float]] = {
 }
 
 
+def surface_metalness(kind: str) -> float:
+    """The glTF metallicFactor of a surface kind (its metallic-roughness map's B is 1)."""
+    return SURFACE[kind][1]
+
+
 def _pattern(kind: str, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(albedo blend 0..1.4, height 0..1) of one kind, tileable."""
     n = _value_noise(rng, size)
@@ -341,9 +346,9 @@ def texture(kind: str, size: int, seed: int) -> np.ndarray:
 
 def surface_maps(kind: str, size: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tileable (albedo, metallic-roughness, normal) maps of one kind, each (size, size, 3)
-    uint8: albedo in sRGB; metallic-roughness as glTF reads it (G roughness, B metalness,
-    R 255); a tangent-space normal map (+X right, +Y up, 128 = flat) from the kind's bump
-    height."""
+    uint8: albedo in sRGB; metallic-roughness as glTF reads it (G roughness; B metalness 1,
+    scaled by the material's metallicFactor ``surface_metalness(kind)``; R 255); a
+    tangent-space normal map (+X right, +Y up, 128 = flat) from the kind's bump height."""
     rng = np.random.default_rng(seed)
     t, height = _pattern(kind, size, rng)
     lo, hi = (np.array(c) for c in PALETTES[kind])
@@ -352,7 +357,10 @@ def surface_maps(kind: str, size: int, seed: int) -> tuple[np.ndarray, np.ndarra
     albedo = (np.clip(img, 0, 1) * 255).astype(np.uint8)
     (r_lo, r_hi), metal, bump = SURFACE[kind]
     rough = r_lo + (r_hi - r_lo) * np.clip(1 - height * 0.6 - 0.2 * t, 0, 1)
-    mr = np.stack([np.full_like(rough, 1.0), rough, np.full_like(rough, metal)], -1)
+    # B (metalness) is 1: the material's metallicFactor carries it, so renderers that read
+    # only the factors (fixed-function Panda3D derives its diffuse from them) agree with PBR ones
+    del metal
+    mr = np.stack([np.full_like(rough, 1.0), rough, np.full_like(rough, 1.0)], -1)
     mr_img = (np.clip(mr, 0, 1) * 255).round().astype(np.uint8)
     # normal from the height gradient (wrapping: the map tiles)
     dx = (np.roll(height, -1, axis=1) - np.roll(height, 1, axis=1)) / 2
