@@ -21,7 +21,7 @@ UINT16 = 5123
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
-    """Encode an (H, W, 3|4) uint8 array as PNG (zlib level 9, no timestamps)."""
+    """Encode an (H, W, 3|4) uint8 array as PNG (zlib level 6, no timestamps)."""
     arr = np.ascontiguousarray(rgb, dtype=np.uint8)
     h, w, c = arr.shape
     color_type = {3: 2, 4: 6}[c]
@@ -32,7 +32,7 @@ def encode_png(rgb: np.ndarray) -> bytes:
                 + struct.pack(">I", zlib.crc32(kind + payload) & 0xFFFFFFFF))
 
     ihdr = struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 9))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 6))
             + chunk(b"IEND", b""))
 
 
