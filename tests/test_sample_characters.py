@@ -127,9 +127,12 @@ def test_stance_foot_stays_planted_at_walk_speed(sample_library, name):
                   math.hypot(*vel)))
     # Bea and Cole lack some clips on purpose: the animation fallback chain is tested on them
     want = {"Alex": {"walk", "run", "idle", "strafe_left", "strafe_right", "walk_back",
-                     "walk_left", "walk_right"}, "Bea": {"walk", "run", "idle", "walk_back"},
+                     "walk_left", "walk_right", "walk_back_left", "walk_back_right"},
+            "Bea": {"walk", "run", "idle", "walk_back"},
             "Cole": {"walk", "run", "idle"}}[name]
     assert want <= set(clips)
+    if name == "Alex":  # every one of the nine actions has its own clip
+        assert set(manifest["animations"]) == set(DIRECTIONS)
     for clip_name, d, v in cases:
         clip = clips[clip_name]
         cycle = clip.duration

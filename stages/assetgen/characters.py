@@ -69,13 +69,15 @@ def drone(seed: int, tex: int) -> bytes:
 HUMANOIDS = {
     # name: (height m, build, shirt texture, clips it has, walk speed m/s)
     "Alex": (1.80, 1.0, "fabric", ["idle", "walk", "run", "walk_back", "strafe_left",
-                                   "strafe_right", "walk_left", "walk_right"], 1.6),
+                                   "strafe_right", "walk_left", "walk_right", "walk_back_left",
+                                   "walk_back_right"], 1.6),
     "Bea": (1.62, 0.85, "brick", ["idle", "walk", "run", "walk_back"], 1.4),
     "Cole": (1.95, 1.2, "scifi", ["idle", "walk", "run"], 1.7),
 }
 
 CLIP_FOR_ACTION = {"IDLE": "idle", "W": "walk", "S": "walk_back", "A": "strafe_left",
-                   "D": "strafe_right", "WA": "walk_left", "WD": "walk_right"}
+                   "D": "strafe_right", "WA": "walk_left", "WD": "walk_right",
+                   "SA": "walk_back_left", "SD": "walk_back_right"}
 
 
 def humanoid_manifest(name: str) -> dict:
