@@ -378,6 +378,12 @@ def body_parts(b: Body) -> dict[str, list[tuple[MeshData, np.ndarray, np.ndarray
 # ---------------------------------------------------------------- the glb
 
 LOOKS = {"skin": "skin", "trousers": "denim", "hair": "hair", "shoes": "leather"}
+# per character: albedo multipliers of (skin, hair), so the cast is not one person three times
+TONES: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+    "Alex": ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)),
+    "Bea": ((1.22, 1.25, 1.25), (3.2, 2.9, 2.4)),
+    "Cole": ((0.62, 0.6, 0.6), (0.6, 0.6, 0.6)),
+}
 
 
 def skinned_humanoid(name: str, height: float, build: float, shirt: str, seed: int, tex: int,
@@ -390,6 +396,9 @@ def skinned_humanoid(name: str, height: float, build: float, shirt: str, seed: i
     mats = {}
     for i, (part, kind) in enumerate(looks.items()):
         albedo, mr, _nrm = surface_maps(kind, tex, seed + i)
+        if part in ("skin", "hair") and name in TONES:
+            tint = np.array(TONES[name][0 if part == "skin" else 1])
+            albedo = np.clip(albedo * tint, 0, 255).astype(np.uint8)
         mats[part] = g.material(part, texture=g.texture(encode_png(albedo), f"{part}_albedo"),
                                 roughness=1.0, metallic=0.0,
                                 metallic_roughness=g.texture(encode_png(mr),
