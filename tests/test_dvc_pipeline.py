@@ -90,7 +90,8 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
     names = [ln.split()[0] for ln in status.splitlines()[1:] if "Success" in ln]
     assert len(names) == 2, status
     logs = [_run(["dvc", "queue", "logs", name], work, env) for name in names]
-    # brisque_max=70 is the committed value: nothing to do; 50 re-runs select onwards
+    # brisque_max=70 is the committed value: nothing to do; 50 re-runs select onwards (stricter,
+    # yet some sample level passes it: a threshold rejecting every level stops select)
     assert sum("Running stage 'select'" in log for log in logs) == 1, logs
     for log in logs:
         assert "Stage 'screen' didn't change" in log and "Stage 'score' didn't change" in log
@@ -115,7 +116,7 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
 
     walk(shown)
     assert 50.0 in retained and 70.0 in retained, retained
-    assert retained[50.0] < retained[70.0]
+    assert 0 < retained[50.0] < retained[70.0]
 
 
 def test_exp_run_set_param_changes_output(clone):

@@ -319,7 +319,9 @@ def test_pushed_props_are_recorded_and_replayed_where_stage1_put_them(trajs, tmp
     assert (red_minus_green["moved"] > 6).all(), red_minus_green["moved"]
     assert (red_minus_green["orig"] < 0).all(), red_minus_green["orig"]
     blue = {k: (x[..., 2] - x[..., 0]).mean() for k, x in (("orig", orig_c), ("moved", moved_c))}
-    assert blue["orig"] > 8 and blue["moved"] < 0, blue  # the character is hidden
+    # the character is hidden (its blue shirt and jeans fill less of the crop than the old
+    # box body did: a skinned body is narrower)
+    assert blue["orig"] > 4 and blue["moved"] < 0, blue
     diff = np.abs(orig_c - moved_c)
     # a prop 1.2 m in front of the back camera is far from the top camera's centre of view
     assert np.abs(out["orig"]["top"].astype(int) - out["moved"]["top"]).mean() < diff.mean()

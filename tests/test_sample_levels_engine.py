@@ -21,6 +21,11 @@ def test_levels_load_in_panda3d(sample_library):
             m = base.loader.loadModel(Filename.fromOsSpecific(str(f)), noCache=True)
             b = m.getTightBounds()  # None for geometry-free files (clips, lighting sub-level)
             names = [n.getName() for n in m.findAllMatches("**")]
+            parts = [ch.node().getBundle(0) for ch in m.findAllMatches("**/+Character")]
+            while parts:  # skinned models: the joints are parts of the character's bundle
+                part = parts.pop()
+                names.append(part.getName())
+                parts += [part.getChild(i) for i in range(part.getNumChildren())]
             size = [b[1][i] - b[0][i] for i in range(3)] if b else None
             out[f.name] = {{"size": size, "names": names}}
         print(json.dumps(out))
@@ -35,5 +40,5 @@ def test_levels_load_in_panda3d(sample_library):
     outpost = loaded["Outpost.glb"]["names"]
     assert {"Ramp_20deg", "Ramp_55deg_steep", "Stairs_0p2"} <= set(outpost)
     alex = loaded["Alex.glb"]
-    assert 1.7 < alex["size"][2] < 1.95 and {"leg_l", "arm_r", "head"} <= set(alex["names"])
+    assert 1.7 < alex["size"][2] < 1.95 and {"thigh_l", "upper_arm_r", "head"} <= set(alex["names"])
     assert loaded["Bat.glb"]["size"][2] < 0.1

@@ -1,6 +1,7 @@
-"""Procedural characters: rigid-part humanoids with glTF node-rotation clips, a flat bat and a
-flying drone. Each is a .glb plus a ``character.json`` manifest (the calibration record of §4.1:
-animation per action, scale, yaw correction, walk speed, locomotion, height offset).
+"""Procedural characters: skinned humanoids (``humanoid`` module), a flat bat and a flying
+drone with glTF node-rotation clips. Each is a .glb plus a ``character.json`` manifest (the
+calibration record of §4.1: animation per action, scale, yaw correction, walk speed,
+locomotion, height offset).
 """
 
 from __future__ import annotations
@@ -10,18 +11,8 @@ import math
 import numpy as np
 
 from .gltf_writer import GlbBuilder, encode_png
+from .humanoid import skinned_humanoid
 from .primitives import box, cylinder, texture
-
-# Humanoid clips: name → (leg swing amplitude deg, arm swing deg, swing plane yaw deg, period s)
-HUMANOID_CLIPS = {
-    "idle": (0.0, 3.0, 0.0, 3.0),
-    "walk": (28.0, 22.0, 0.0, 1.0),
-    "walk_back": (-22.0, -16.0, 0.0, 1.1),
-    "strafe_left": (18.0, 6.0, 90.0, 0.9),
-    "strafe_right": (18.0, 6.0, -90.0, 0.9),
-    "walk_left": (24.0, 18.0, 45.0, 1.0),
-    "walk_right": (24.0, 18.0, -45.0, 1.0),
-}
 
 
 def _axis_angle_y_up(axis_z_up, deg: float) -> list[float]:
@@ -32,50 +23,12 @@ def _axis_angle_y_up(axis_z_up, deg: float) -> list[float]:
 
 
 def humanoid(name: str, height: float, build: float, shirt: str, seed: int, tex: int,
-             clips: list[str]) -> bytes:
-    """A rigid-part humanoid ~``height`` tall, origin at the feet, facing +x."""
-    g = GlbBuilder(generator=f"wmforge assetgen: {name}")
-    mats = {k: g.material(k, texture=g.texture(encode_png(texture(k, tex, seed + i)), k))
-            for i, k in enumerate([shirt, "fabric", "plaster"])}
-    s = height / 1.8
-    leg_len, torso_h, head = 0.85 * s, 0.6 * s, 0.24 * s
-    w = 0.2 * s * build
-    root = g.node(name, extras={"role": "character_root"})
-    hips = g.node("hips", translation=(0, 0, leg_len), parent=root)
-    g.doc["nodes"][hips]["mesh"] = g.mesh("hips_mesh", box(0.22 * s, 2 * w, 0.18 * s, 0.5,
-                                                           (0, 0, 0)), mats["fabric"])
-    torso = g.node("torso", mesh=g.mesh("torso_mesh", box(0.24 * s, 2.2 * w, torso_h, 0.5,
-                                                          (0, 0, 0.15 * s)), mats[shirt]),
-                   translation=(0, 0, 0.0), parent=hips)
-    g.node("head", mesh=g.mesh("head_mesh", box(head, head, head, 0.5), mats["plaster"]),
-           translation=(0, 0, 0.15 * s + torso_h + 0.02 * s), parent=torso)
-    limbs = {}
-    for side, sy in (("l", 1), ("r", -1)):
-        leg = g.node(f"leg_{side}", translation=(0, sy * w * 0.55, 0.0), parent=hips)
-        g.doc["nodes"][leg]["mesh"] = g.mesh(
-            f"leg_{side}_mesh", box(0.14 * s, 0.14 * s, leg_len, 0.5, (0, 0, -leg_len)),
-            mats["fabric"])
-        arm = g.node(f"arm_{side}", translation=(0, sy * (w * 1.1 + 0.06 * s),
-                                                 0.15 * s + torso_h - 0.04 * s), parent=torso)
-        g.doc["nodes"][arm]["mesh"] = g.mesh(
-            f"arm_{side}_mesh", box(0.1 * s, 0.1 * s, 0.62 * s, 0.5, (0, 0, -0.62 * s)),
-            mats[shirt])
-        limbs[side] = (leg, arm)
-    for clip in clips:
-        leg_amp, arm_amp, plane, period = HUMANOID_CLIPS[clip]
-        times = np.linspace(0, period, 9)
-        phase = np.sin(2 * math.pi * times / period)
-        # swing axis is horizontal, perpendicular to the swing plane direction
-        axis = (-math.sin(math.radians(plane)), math.cos(math.radians(plane)), 0.0)
-        chans = []
-        for side, sign in (("l", 1), ("r", -1)):
-            leg, arm = limbs[side]
-            chans.append((leg, times, np.array([_axis_angle_y_up(axis, sign * leg_amp * p)
-                                                for p in phase])))
-            chans.append((arm, times, np.array([_axis_angle_y_up(axis, -sign * arm_amp * p)
-                                                for p in phase])))
-        g.animation(clip, chans)
-    return g.to_glb()
+             clips: list[str], walk_speed: float | None = None) -> bytes:
+    """A skinned humanoid ~``height`` tall, origin at the feet, facing +x (see ``humanoid``
+    module); clips are authored for ``walk_speed`` (default: the HUMANOIDS entry's, else
+    1.6 m/s)."""
+    speed = walk_speed if walk_speed is not None else HUMANOIDS.get(name, (0, 0, "", [], 1.6))[4]
+    return skinned_humanoid(name, height, build, shirt, seed, tex, clips, float(speed))
 
 
 def bat(seed: int, tex: int) -> bytes:
@@ -115,14 +68,16 @@ def drone(seed: int, tex: int) -> bytes:
 
 HUMANOIDS = {
     # name: (height m, build, shirt texture, clips it has, walk speed m/s)
-    "Alex": (1.80, 1.0, "fabric", ["idle", "walk", "walk_back", "strafe_left", "strafe_right",
-                                   "walk_left", "walk_right"], 1.6),
-    "Bea": (1.62, 0.85, "brick", ["idle", "walk", "walk_back"], 1.4),
-    "Cole": (1.95, 1.2, "scifi", ["idle", "walk"], 1.7),
+    "Alex": (1.80, 1.0, "fabric", ["idle", "walk", "run", "walk_back", "strafe_left",
+                                   "strafe_right", "walk_left", "walk_right", "walk_back_left",
+                                   "walk_back_right"], 1.6),
+    "Bea": (1.62, 0.85, "brick", ["idle", "walk", "run", "walk_back"], 1.4),
+    "Cole": (1.95, 1.2, "scifi", ["idle", "walk", "run"], 1.7),
 }
 
 CLIP_FOR_ACTION = {"IDLE": "idle", "W": "walk", "S": "walk_back", "A": "strafe_left",
-                   "D": "strafe_right", "WA": "walk_left", "WD": "walk_right"}
+                   "D": "strafe_right", "WA": "walk_left", "WD": "walk_right",
+                   "SA": "walk_back_left", "SD": "walk_back_right"}
 
 
 def humanoid_manifest(name: str) -> dict:

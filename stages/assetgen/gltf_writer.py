@@ -17,10 +17,11 @@ import numpy as np
 
 FLOAT = 5126
 UINT32 = 5125
+UINT16 = 5123
 
 
 def encode_png(rgb: np.ndarray) -> bytes:
-    """Encode an (H, W, 3|4) uint8 array as PNG (zlib level 9, no timestamps)."""
+    """Encode an (H, W, 3|4) uint8 array as PNG (zlib level 6, no timestamps)."""
     arr = np.ascontiguousarray(rgb, dtype=np.uint8)
     h, w, c = arr.shape
     color_type = {3: 2, 4: 6}[c]
@@ -31,7 +32,7 @@ def encode_png(rgb: np.ndarray) -> bytes:
                 + struct.pack(">I", zlib.crc32(kind + payload) & 0xFFFFFFFF))
 
     ihdr = struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 9))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 6))
             + chunk(b"IEND", b""))
 
 
@@ -77,6 +78,32 @@ class MeshData:
                         np.concatenate(nrm).astype(np.float32),
                         np.concatenate(uv).astype(np.float32),
                         np.concatenate(idx).astype(np.uint32))
+
+
+def tangent_frame(m: MeshData) -> np.ndarray:
+    """Per-vertex (N, 4) tangents (xyz, handedness w) from positions, normals and UVs: the
+    per-triangle UV gradient accumulated per vertex, orthogonalised against the normal."""
+    p, uv, tri = m.positions.astype(np.float64), m.uvs.astype(np.float64), m.indices.reshape(-1, 3)
+    e1, e2 = p[tri[:, 1]] - p[tri[:, 0]], p[tri[:, 2]] - p[tri[:, 0]]
+    d1, d2 = uv[tri[:, 1]] - uv[tri[:, 0]], uv[tri[:, 2]] - uv[tri[:, 0]]
+    det = d1[:, 0] * d2[:, 1] - d2[:, 0] * d1[:, 1]
+    r = np.where(np.abs(det) > 1e-12, 1.0 / np.where(det == 0, 1, det), 0.0)[:, None]
+    t = (e1 * d2[:, 1:2] - e2 * d1[:, 1:2]) * r
+    b = (e2 * d1[:, 0:1] - e1 * d2[:, 0:1]) * r
+    tan = np.zeros_like(p)
+    bit = np.zeros_like(p)
+    for k in range(3):
+        np.add.at(tan, tri[:, k], t)
+        np.add.at(bit, tri[:, k], b)
+    n = m.normals.astype(np.float64)
+    tan -= n * (tan * n).sum(1, keepdims=True)
+    ln = np.linalg.norm(tan, axis=1, keepdims=True)
+    # degenerate UVs: any vector perpendicular to the normal
+    alt = np.cross(n, np.where(np.abs(n[:, 2:3]) < 0.9, [[0.0, 0.0, 1.0]], [[1.0, 0.0, 0.0]]))
+    tan = np.where(ln > 1e-9, tan / np.maximum(ln, 1e-12), alt / np.maximum(
+        np.linalg.norm(alt, axis=1, keepdims=True), 1e-12))
+    w = np.where((np.cross(n, tan) * bit).sum(1) < 0, -1.0, 1.0)
+    return np.concatenate([tan, w[:, None]], axis=1).astype(np.float32)
 
 
 @dataclass
@@ -127,32 +154,66 @@ class GlbBuilder:
         return len(self.doc["textures"]) - 1
 
     def material(self, name: str, color=(1.0, 1.0, 1.0), texture: int | None = None,
-                 roughness: float = 0.8, metallic: float = 0.0, emissive=None) -> int:
+                 roughness: float = 0.8, metallic: float = 0.0, emissive=None,
+                 metallic_roughness: int | None = None, normal: int | None = None,
+                 normal_scale: float = 1.0) -> int:
+        """A glTF 2.0 metallic-roughness material. ``metallic_roughness`` is a texture whose
+        G channel is roughness and B channel metalness (multiplied by the factors);
+        ``normal`` a tangent-space normal map."""
         pbr: dict[str, Any] = {"baseColorFactor": [float(c) for c in color] + [1.0],
                                "roughnessFactor": roughness, "metallicFactor": metallic}
         if texture is not None:
             pbr["baseColorTexture"] = {"index": texture}
+        if metallic_roughness is not None:
+            pbr["metallicRoughnessTexture"] = {"index": metallic_roughness}
         mat: dict[str, Any] = {"name": name, "pbrMetallicRoughness": pbr}
+        if normal is not None:
+            mat["normalTexture"] = {"index": normal, "scale": float(normal_scale)}
         if emissive is not None:
             mat["emissiveFactor"] = [float(c) for c in emissive]
         self.doc["materials"].append(mat)
         return len(self.doc["materials"]) - 1
 
     # -- geometry
-    def mesh(self, name: str, data: MeshData, material: int) -> int:
+    def primitive(self, data: MeshData, material: int, tangents: bool = False,
+                  joints: np.ndarray | None = None, weights: np.ndarray | None = None) -> dict:
+        """One triangle primitive. ``tangents`` adds TANGENT (for normal maps); ``joints``
+        (N, 4) and ``weights`` (N, 4) make it skinned (JOINTS_0 / WEIGHTS_0)."""
         pos = z_up_to_y_up(data.positions)
         nrm = z_up_to_y_up(data.normals)
-        prim = {
-            "attributes": {
-                "POSITION": self._accessor(pos, "VEC3", FLOAT, 34962, minmax=True),
-                "NORMAL": self._accessor(nrm, "VEC3", FLOAT, 34962),
-                "TEXCOORD_0": self._accessor(data.uvs.astype(np.float32), "VEC2", FLOAT, 34962),
-            },
-            "indices": self._accessor(data.indices.astype(np.uint32), "SCALAR", UINT32, 34963),
-            "material": material,
+        attrs = {
+            "POSITION": self._accessor(pos, "VEC3", FLOAT, 34962, minmax=True),
+            "NORMAL": self._accessor(nrm, "VEC3", FLOAT, 34962),
+            "TEXCOORD_0": self._accessor(data.uvs.astype(np.float32), "VEC2", FLOAT, 34962),
         }
-        self.doc["meshes"].append({"name": name, "primitives": [prim]})
+        if tangents:
+            tan = tangent_frame(data)
+            tan_y = np.concatenate([z_up_to_y_up(tan[:, :3]), tan[:, 3:]], axis=1)
+            attrs["TANGENT"] = self._accessor(tan_y.astype(np.float32), "VEC4", FLOAT, 34962)
+        if joints is not None and weights is not None:
+            attrs["JOINTS_0"] = self._accessor(np.asarray(joints, np.uint16), "VEC4", UINT16,
+                                               34962)
+            attrs["WEIGHTS_0"] = self._accessor(np.asarray(weights, np.float32), "VEC4", FLOAT,
+                                                34962)
+        return {"attributes": attrs, "material": material,
+                "indices": self._accessor(data.indices.astype(np.uint32), "SCALAR", UINT32,
+                                          34963)}
+
+    def mesh(self, name: str, data: MeshData, material: int, tangents: bool = False) -> int:
+        return self.mesh_of(name, [self.primitive(data, material, tangents)])
+
+    def mesh_of(self, name: str, primitives: list[dict]) -> int:
+        self.doc["meshes"].append({"name": name, "primitives": primitives})
         return len(self.doc["meshes"]) - 1
+
+    def skin(self, joints: list[int], inverse_bind: np.ndarray, skeleton: int) -> int:
+        """A skin over ``joints`` (node indices); ``inverse_bind`` (J, 4, 4) row-major, Y up."""
+        ibm = np.asarray(inverse_bind, np.float32).transpose(0, 2, 1).reshape(-1, 16)
+        self.doc.setdefault("skins", []).append({
+            "joints": list(joints), "skeleton": skeleton,
+            "inverseBindMatrices": self._accessor(np.ascontiguousarray(ibm), "MAT4", FLOAT,
+                                                  None)})
+        return len(self.doc["skins"]) - 1
 
     def node(self, name: str, mesh: int | None = None, translation=(0.0, 0.0, 0.0),
              yaw_deg: float = 0.0, scale: float = 1.0, extras: dict | None = None,
@@ -195,18 +256,24 @@ class GlbBuilder:
         self.doc["nodes"][n]["extensions"] = {"KHR_lights_punctual": light_ref}
         return n
 
-    def animation(self, name: str, channels: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
-        """Add a clip: channels of (node, times (K,), rotations (K, 4) glTF xyzw)."""
+    def animation(self, name: str, channels: list[tuple], extras: dict | None = None) -> None:
+        """Add a clip: channels of (node, times (K,), rotations (K, 4) glTF xyzw) or
+        (node, times, values, path) with path ``rotation`` | ``translation`` (glTF Y up)."""
         samplers, chans = [], []
-        for node, times, rots in channels:
+        for ch in channels:
+            node, times, vals = ch[:3]
+            path = ch[3] if len(ch) > 3 else "rotation"
             t = self._accessor(np.asarray(times, np.float32).reshape(-1, 1), "SCALAR", FLOAT,
                                None, minmax=True)
-            r = self._accessor(np.asarray(rots, np.float32), "VEC4", FLOAT, None)
+            r = self._accessor(np.asarray(vals, np.float32),
+                               "VEC4" if path == "rotation" else "VEC3", FLOAT, None)
             samplers.append({"input": t, "output": r, "interpolation": "LINEAR"})
             chans.append({"sampler": len(samplers) - 1,
-                          "target": {"node": node, "path": "rotation"}})
-        self.doc.setdefault("animations", []).append(
-            {"name": name, "samplers": samplers, "channels": chans})
+                          "target": {"node": node, "path": path}})
+        anim: dict[str, Any] = {"name": name, "samplers": samplers, "channels": chans}
+        if extras:
+            anim["extras"] = extras
+        self.doc.setdefault("animations", []).append(anim)
 
     def scene_extras(self, extras: dict) -> None:
         self.doc["scenes"][0]["extras"] = extras

@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .gltf_writer import GlbBuilder, MeshData, encode_png
-from .primitives import box, cylinder, heightfield, ramp, stairs, texture
+from .primitives import (
+    box,
+    ellipsoid,
+    heightfield,
+    lathe,
+    ramp,
+    rounded_box,
+    stairs,
+    surface_maps,
+    surface_metalness,
+)
 
 LIGHTING: dict[str, dict] = {
     "day": {"sun_dir": [-0.4, -0.3, -0.85], "sun_color": [1.0, 0.96, 0.88], "sun_lux": 3.0,
@@ -40,27 +50,54 @@ class LevelBuilder:
         self.lighting = lighting
         self._count = 0
 
-    def mat(self, kind: str, emissive=None, metallic: float = 0.0) -> int:
+    def mat(self, kind: str, emissive=None) -> int:
+        """The level's PBR material of one kind: albedo, metallic-roughness and normal maps
+        (roughness from the map, metalness from the factor)."""
         key = f"{kind}{'_glow' if emissive else ''}"
         if key not in self._mats:
-            png = encode_png(texture(kind, self.tex_size, self.seed + len(self._mats)))
-            tex = self.g.texture(png, kind)
-            self._mats[key] = self.g.material(key, texture=tex, emissive=emissive,
-                                              metallic=metallic,
-                                              roughness=0.4 if metallic else 0.85)
+            albedo, mr, nrm = surface_maps(kind, self.tex_size, self.seed + len(self._mats))
+            self._mats[key] = self.g.material(
+                key, texture=self.g.texture(encode_png(albedo), kind), emissive=emissive,
+                metallic=surface_metalness(kind), roughness=1.0,
+                metallic_roughness=self.g.texture(encode_png(mr), f"{kind}_metal_rough"),
+                normal=self.g.texture(encode_png(nrm), f"{kind}_normal"))
         return self._mats[key]
 
     def part(self, name: str, mesh: MeshData, kind: str, translation=(0.0, 0.0, 0.0),
              yaw_deg: float = 0.0, extras: dict | None = None, emissive=None) -> int:
         self._count += 1
-        m = self.g.mesh(f"{name}_mesh", mesh, self.mat(kind, emissive))
+        m = self.g.mesh(f"{name}_mesh", mesh, self.mat(kind, emissive), tangents=True)
         return self.g.node(name, mesh=m, translation=translation, yaw_deg=yaw_deg, extras=extras)
 
-    def prop(self, name: str, size, kind: str, pos, mass: float, yaw_deg: float = 0.0) -> int:
-        """A dynamic box prop (pushable); ``pos`` is the centre of its bottom face."""
-        mesh = box(size[0], size[1], size[2], uv_scale=0.5)
-        return self.part(name, mesh, kind, translation=pos, yaw_deg=yaw_deg,
+    def prop(self, name: str, size, kind: str, pos, mass: float, yaw_deg: float = 0.0,
+             shape: str = "crate") -> int:
+        """A dynamic prop (pushable) filling the box ``size``; ``pos`` is the centre of its
+        bottom face. ``shape``: crate, barrel, bin, jar or chair (see ``prop_mesh``)."""
+        return self.part(name, prop_mesh(shape, size), kind, translation=pos, yaw_deg=yaw_deg,
                          extras={"dynamic": True, "mass": mass})
+
+    def tree(self, name: str, pos, height: float, rng: np.random.Generator) -> None:
+        """A trunk (``<name>_trunk``, bark) and a crown of three noisy leaf clumps
+        (``<name>_crown``)."""
+        trunk = lathe([(0.32, 0.0), (0.24, 0.4), (0.2, 0.55 * height), (0.08, 0.8 * height)], 8,
+                      1.0)
+        self.part(f"{name}_trunk", trunk, "bark", pos)
+        seed = int(rng.integers(1 << 30))
+        clumps = []
+        for k, (dx, dy, dz, r) in enumerate([(0, 0, 0.62, 0.34), (0.22, 0.1, 0.5, 0.26),
+                                             (-0.16, -0.18, 0.78, 0.24)]):
+            rr = r * height
+            clumps.append(ellipsoid(rr, rr * 0.95, rr * 0.85, 6, 10, 1.0,
+                                    (dx * height, dy * height, dz * height), 0.25, seed + k))
+        x, y, z = pos
+        self.part(f"{name}_crown", MeshData.merge(clumps), "leaves", (x, y, z + 0.0))
+
+    def rock(self, name: str, dims, pos, yaw_deg: float, kind: str, seed: int) -> int:
+        """A rounded, lumpy boulder about ``dims`` (x, y, z) big, flat where it sits."""
+        sx, sy, sz = dims
+        m = ellipsoid(sx / 2, sy / 2, sz / 2, 8, 14, 1.0, (0, 0, sz * 0.3), 0.3, seed,
+                      flat_bottom=0.6)
+        return self.part(name, m, kind, pos, yaw_deg=yaw_deg)
 
     def marker(self, role: str, name: str, pos, yaw_deg: float = 0.0) -> int:
         return self.g.node(name, translation=pos, yaw_deg=yaw_deg, extras={"role": role})
@@ -86,6 +123,50 @@ class LevelBuilder:
 
     def to_glb(self) -> bytes:
         return self.g.to_glb()
+
+
+def prop_mesh(shape: str, size) -> MeshData:
+    """A prop mesh filling the box ``size`` (x, y, z) from its bottom-face centre (the engine
+    gives dynamic props a box collider of their bounds): a bevelled crate, a barrel, a bin, a
+    jar or a chair."""
+    sx, sy, sz = (float(v) for v in size)
+    r = min(sx, sy) / 2
+    if shape == "crate":
+        return rounded_box(sx, sy, sz, 0.04 * min(sx, sy, sz) / 0.5, 0.5)
+    if shape == "barrel":
+        return lathe([(r * 0.86, 0.0), (r * 0.94, 0.12 * sz), (r, 0.5 * sz), (r * 0.94, 0.88 * sz),
+                      (r * 0.86, sz)], 16, 0.5)
+    if shape == "bin":
+        return MeshData.merge([lathe([(r * 0.84, 0.0), (r * 0.96, 0.9 * sz), (r, 0.9 * sz)],
+                                     14, 0.5),
+                               lathe([(r, 0.9 * sz), (r * 0.9, 0.97 * sz), (r * 0.3, sz)], 14,
+                                     0.5)])
+    if shape == "jar":
+        return lathe([(r * 0.55, 0.0), (r * 0.95, 0.3 * sz), (r, 0.5 * sz), (r * 0.6, 0.82 * sz),
+                      (r * 0.42, 0.9 * sz), (r * 0.5, sz)], 14, 0.5)
+    if shape == "chair":
+        seat_h, leg = 0.5 * sz, 0.05 * min(sx, sy) / 0.5
+        parts = [rounded_box(sx, sy, 0.06 * sz, 0.015, 0.5, (0, 0, seat_h - 0.06 * sz)),
+                 rounded_box(0.06 * sx, sy, sz - seat_h, 0.015, 0.5, (-sx / 2 + 0.03 * sx, 0,
+                                                                      seat_h))]
+        for lx in (-1, 1):
+            for ly in (-1, 1):
+                parts.append(lathe([(leg / 2, 0.0), (leg / 2, seat_h - 0.06 * sz)], 6, 0.5,
+                                   (lx * (sx / 2 - leg), ly * (sy / 2 - leg), 0.0)))
+        return MeshData.merge(parts)
+    raise ValueError(f"prop_mesh: unknown shape {shape!r}; expected crate, barrel, bin, jar "
+                     "or chair")
+
+
+def table_mesh(sx: float, sy: float, sz: float) -> MeshData:
+    """A table: a bevelled top on four turned legs."""
+    leg = 0.07
+    parts = [rounded_box(sx, sy, 0.05, 0.015, 0.5, (0, 0, sz - 0.05))]
+    for lx in (-1, 1):
+        for ly in (-1, 1):
+            parts.append(lathe([(leg / 2, 0.0), (leg * 0.35, 0.4 * sz), (leg / 2, sz - 0.05)],
+                               8, 0.5, (lx * (sx / 2 - leg), ly * (sy / 2 - leg), 0.0)))
+    return MeshData.merge(parts)
 
 
 def _dims(rng: np.random.Generator, lo: float, hi: float) -> tuple[float, float, float]:
@@ -143,14 +224,12 @@ def alpine_meadow(seed: int, cells: int, tex: int) -> LevelBuilder:
         if abs(x) < 8 and abs(y) < 8:
             continue
         z = float(h(np.array(x), np.array(y))) - 0.2
-        b.part(f"Tree_{i:02d}_trunk", cylinder(0.25, 3.0, 8, 1.0), "bark", (x, y, z))
-        b.part(f"Tree_{i:02d}_crown", cylinder(1.6, 3.5, 10, 1.0, top_radius=0.05), "leaves",
-               (x, y, z + 2.5))
+        b.tree(f"Tree_{i:02d}", (x, y, z), float(rng.uniform(5.0, 7.5)), rng)
     for i in range(8):
         x, y = rng.uniform(-35, 25), rng.uniform(-35, 35)
         z = float(h(np.array(x), np.array(y))) - 0.3
-        b.part(f"Rock_{i}", box(*_dims(rng, 1.0, 2.5), 1.0), "rock", (x, y, z),
-               yaw_deg=float(rng.uniform(0, 90)))
+        b.rock(f"Rock_{i}", _dims(rng, 1.0, 2.5), (x, y, z), float(rng.uniform(0, 90)), "rock",
+               seed + i)
     b.part("Lookout_stairs", stairs(12, 0.2, 0.4, 2.0, 1.0, (-20, 18, 0)), "wood")
     b.part("Lookout_deck", box(4, 4, 2.4, 1.0, (-13.2, 18, 0)), "wood")
     for i in range(4):
@@ -185,7 +264,8 @@ def downtown(seed: int, cells: int, tex: int) -> LevelBuilder:
     b.part("Loading_dock_steep", ramp(2.0, 3.0, 60.0, 1.0, (-30, 0, 0), 0), "concrete")
     _perimeter(b, size, 4.0, "concrete")
     for i in range(6):
-        b.prop(f"Bin_{i}", (0.6, 0.6, 1.0), "metal", (-10 + 4 * i, -6, 0.0), 15.0)
+        b.prop(f"Bin_{i}", (0.6, 0.6, 1.0), "metal", (-10 + 4 * i, -6, 0.0), 15.0,
+               shape="bin")
     b.marker("player_start", "PlayerStart_0", (0, 0, 1.5), 90)
     b.marker("poi", "POI_Plaza", (0, 22, 1.5))
     b.marker("poi", "POI_Corner", (-28, -28, 1.0))
@@ -217,8 +297,9 @@ def apartment(seed: int, cells: int, tex: int) -> LevelBuilder:
         x, y = rng.uniform(-18, 18), rng.uniform(-18, 18)
         if abs(y) < 3:
             y += 5
-        b.prop(f"Chair_{i}", (0.5, 0.5, 0.9), "fabric", (x, y, 0.0), 6.0)
-    b.part("Table", box(1.8, 0.9, 0.75, 1.0, (-5, -8, 0)), "wood")
+        b.prop(f"Chair_{i}", (0.5, 0.5, 0.9), "fabric", (x, y, 0.0), 6.0,
+               yaw_deg=float(rng.uniform(0, 360)), shape="chair")
+    b.part("Table", table_mesh(1.8, 0.9, 0.75), "wood", (-5, -8, 0))
     b.marker("player_start", "PlayerStart_0", (-18, 0, 1.0), 0)
     b.marker("poi", "POI_Kitchen", (-7, -10, 1.0))
     b.marker("poi", "POI_Mezzanine", (14, 14, 2.0))
@@ -234,7 +315,8 @@ def outpost(seed: int, cells: int, tex: int) -> LevelBuilder:
     for i, (x, y) in enumerate([(-16, -16), (16, -16), (-16, 16), (16, 16)]):
         b.part(f"Platform_{i}", box(12, 12, 2.0, 1.0, (x, y, 0)), "metal")
         b.part(f"Platform_{i}_ramp", ramp(6.0, 3.0, 18.0, 1.0, (x - 12.0, y, 0)), "metal")
-        b.part(f"Beacon_{i}", cylinder(0.3, 3.0, 10, 1.0), "scifi", (x, y, 2.0),
+        b.part(f"Beacon_{i}", lathe([(0.35, 0.0), (0.3, 0.2), (0.22, 2.6), (0.32, 2.8),
+                                      (0.05, 3.0)], 12, 1.0), "scifi", (x, y, 2.0),
                emissive=(0.2, 0.8, 1.0))
     # a corridor through the middle
     for sign in (-1, 1):
@@ -260,16 +342,18 @@ def courtyard(seed: int, cells: int, tex: int) -> LevelBuilder:
     _ground(b, size, "stone")
     _perimeter(b, size, 6.0, "stone", thick=1.5, gap=6.0)
     for i, (x, y) in enumerate([(-26, -26), (26, -26), (-26, 26), (26, 26)]):
-        b.part(f"Tower_{i}", cylinder(3.5, 11.0, 16, 1.0), "stone", (x, y, 0))
+        b.part(f"Tower_{i}", lathe([(3.6, 0.0), (3.3, 9.8), (3.9, 10.0), (3.9, 11.0), (3.5, 11.0)],
+                                   20, 1.0), "stone", (x, y, 0))
     b.part("Wall_walk_stairs", stairs(14, 0.2, 0.4, 2.5, 1.0, (-10, 24.0, 0)), "stone")
     b.part("Keep", box(14, 10, 9, 2.0, (8, 14, 0)), "brick")
     b.part("Keep_steps", stairs(5, 0.2, 0.5, 5.0, 1.0, (8.0, 6.5, 0), yaw_deg=90), "stone")
-    b.part("Well", cylinder(1.2, 0.9, 16, 1.0), "stone", (0, -6, 0))
+    b.part("Well", lathe([(1.2, 0.0), (1.25, 0.8), (1.1, 0.9)], 20, 1.0), "stone", (0, -6, 0))
     b.part("Rampart_slope", ramp(7.0, 3.0, 22.0, 1.0, (-22.0, -8.0, 0)), "dirt")
     b.part("Scree_steep", ramp(3.0, 3.0, 56.0, 1.0, (18.0, -18.0, 0)), "rock")
     for i in range(6):
         b.prop(f"Barrel_{i}", (0.7, 0.7, 1.0), "wood", (float(rng.uniform(-12, 12)),
-                                                         float(rng.uniform(-20, -12)), 0.0), 20.0)
+                                                         float(rng.uniform(-20, -12)), 0.0), 20.0,
+               shape="barrel")
     b.marker("player_start", "PlayerStart_0", (0, -20, 1.0), 90)
     b.marker("player_start", "PlayerStart_1", (-15, 0, 1.0), 0)
     b.marker("poi", "POI_Well", (0, -6, 1.0))
@@ -293,15 +377,15 @@ def canyon(seed: int, cells: int, tex: int) -> LevelBuilder:
     for i in range(10):
         x, y = rng.uniform(-45, 45), rng.uniform(-11, 11)
         z = float(h(np.array(x), np.array(y))) - 0.4
-        b.part(f"Boulder_{i}", box(*_dims(rng, 1.0, 3.0), 1.0), "rock", (x, y, z),
-               yaw_deg=float(rng.uniform(0, 90)))
+        b.rock(f"Boulder_{i}", _dims(rng, 1.0, 3.0), (x, y, z), float(rng.uniform(0, 90)),
+               "rock", seed + i)
     b.part("Ruin_stairs", stairs(8, 0.2, 0.4, 3.0, 1.0, (10, -6, 0)), "stone")
     b.part("Ruin_platform", box(5, 5, 1.6, 1.0, (15.7, -6, 0)), "stone")
     b.part("Ruin_wall_a", box(8, 0.8, 3.0, 1.0, (-10, 5, 0)), "stone")
     b.part("Ruin_wall_b", box(0.8, 6, 3.0, 1.0, (-14, 2, 0)), "stone")
     b.part("Dune_ramp", ramp(8.0, 4.0, 15.0, 1.0, (-30, -6, 0)), "sand")
     for i in range(3):
-        b.prop(f"Jar_{i}", (0.5, 0.5, 0.7), "dirt", (float(2 * i), 6.0, 0.5), 8.0)
+        b.prop(f"Jar_{i}", (0.5, 0.5, 0.7), "dirt", (float(2 * i), 6.0, 0.5), 8.0, shape="jar")
     b.marker("player_start", "PlayerStart_0", (0, 0, 2.0), 0)
     b.marker("poi", "POI_Ruins", (15, -6, 2.0))
     b.marker("poi", "POI_EastEnd", (45, 0, 1.0))
@@ -319,8 +403,8 @@ def foliage_sublevel(seed: int, cells: int, tex: int) -> LevelBuilder:
     b = LevelBuilder("Valley_Foliage", "day", tex, seed)
     for i in range(12):
         x, y = rng.uniform(-40, 40), rng.uniform(-40, 40)
-        b.part(f"Tree_{i:02d}_crown", cylinder(1.6, 3.5, 10, 1.0, top_radius=0.05), "leaves",
-               (x, y, 2.5))
+        b.part(f"Tree_{i:02d}_crown", ellipsoid(1.8, 1.7, 1.6, 6, 10, 1.0, (0, 0, 4.2), 0.25,
+                                                seed + i), "leaves", (x, y, 0.0))
     return b
 
 
@@ -335,8 +419,9 @@ def showcase(seed: int, cells: int, tex: int) -> LevelBuilder:
     b = LevelBuilder("Showcase_Props", "day", tex, seed)
     b.part("Display_floor", box(20, 20, 0.2, 1.0, (0, 0, -0.2)), "concrete")
     for i, kind in enumerate(["wood", "metal", "brick", "stone", "fabric", "scifi"]):
-        b.part(f"Sample_{kind}", box(1, 1, 1, 0.5, ((i % 3) * 3 - 3.0, (i // 3) * 3 - 1.5, 0)),
-               kind)
+        shape = ("crate", "barrel", "crate", "jar", "chair", "bin")[i]
+        b.part(f"Sample_{kind}", prop_mesh(shape, (1, 1, 1)), kind,
+               ((i % 3) * 3 - 3.0, (i // 3) * 3 - 1.5, 0))
     b.lights()
     return b
 

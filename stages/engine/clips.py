@@ -3,8 +3,10 @@
 Two sources:
 - glTF/glb node animations (translation/rotation/scale channels on named nodes). panda3d-gltf
   does not import node animations, so they are read here straight from the file and applied to
-  the nodes of the loaded model; values are converted from glTF's Y-up to the contract's Z-up
-  the way panda3d-gltf converts the node transforms themselves.
+  the nodes of the loaded model (or, for a skinned model, to the joints of its Character);
+  values are converted from glTF's Y-up to the contract's Z-up the way panda3d-gltf converts
+  the node transforms themselves. Poses are sampled at the exact clip time, never resampled
+  to a frame rate.
 - Panda3D egg/bam skeletal clips (a separate animation file per clip), bound with ``auto_bind``
   and posed with ``AnimControl.pose(frame)``.
 """
@@ -128,19 +130,35 @@ def read_gltf_clips(path: str | Path, problems: list[str] | None = None) -> dict
 
 
 class GltfPoser:
-    """Poses the named nodes of one model copy from a clip at a time in seconds."""
+    """Poses the named nodes of one model copy from a clip at a time in seconds.
+
+    A skinned glTF (panda3d-gltf makes its skin a ``Character``: the joints are parts of the
+    character's bundle, not scene nodes) is posed through its joints: each animated joint is
+    put under the control of a node (``PartBundle.control_joint``) that the clip's values are
+    written to; the character is then updated for this pose and its geometry skinned in a fixed
+    joint order (``_FixedOrderSkin``), as egg characters are.
+    """
 
     def __init__(self, model: Any, clips: dict[str, Clip]):
         self.clips = clips
         self.nodes: dict[str, Any] = {}
         self.rest: dict[str, tuple[Any, Any, Any]] = {}
+        names = {ch.node for clip in clips.values() for ch in clip.channels}
+        self.characters = list(model.findAllMatches("**/+Character"))
+        if not model.isEmpty() and model.node().isOfType(_character_type()):
+            self.characters.insert(0, model)
+        joints = _joint_controls(self.characters, names)
         for clip in clips.values():
             for ch in clip.channels:
                 if ch.node not in self.nodes:
-                    np_ = model.find(f"**/{ch.node}")
+                    np_ = joints.get(ch.node)
+                    if np_ is None:
+                        np_ = model.find(f"**/{ch.node}")
                     if not np_.isEmpty():
                         self.nodes[ch.node] = np_
                         self.rest[ch.node] = (np_.getPos(), np_.getQuat(), np_.getScale())
+        self.skins = ([_FixedOrderSkin(g) for g in _skinned_geoms(model)]
+                      if self.characters else [])
 
     def pose(self, clip_name: str | None, t: float) -> None:
         from panda3d.core import LQuaternionf
@@ -149,20 +167,53 @@ class GltfPoser:
             pos, quat, scale = self.rest[name]
             np_.setPosQuatScale(pos, quat, scale)
         clip = self.clips.get(clip_name or "")
-        if clip is None:
-            return
-        tt = math.fmod(t, clip.duration) if clip.duration > 0 else 0.0
-        for ch in clip.channels:
-            np_ = self.nodes.get(ch.node)
-            if np_ is None:
-                continue
-            v = ch.sample(tt)
-            if ch.path == "rotation":
-                np_.setQuat(LQuaternionf(*v))
-            elif ch.path == "translation":
-                np_.setPos(*v)
-            else:
-                np_.setScale(*v)
+        if clip is not None:
+            tt = math.fmod(t, clip.duration) if clip.duration > 0 else 0.0
+            for ch in clip.channels:
+                np_ = self.nodes.get(ch.node)
+                if np_ is None:
+                    continue
+                v = ch.sample(tt)
+                if ch.path == "rotation":
+                    np_.setQuat(LQuaternionf(*v))
+                elif ch.path == "translation":
+                    np_.setPos(*v)
+                else:
+                    np_.setScale(*v)
+        if self.characters:
+            # the joints for this pose now (update() skips when the clock has not ticked)
+            for c in self.characters:
+                c.node().forceUpdate()
+            for skin in self.skins:
+                skin.apply()
+
+
+def _character_type() -> Any:
+    from panda3d.core import Character
+
+    return Character.getClassType()
+
+
+def _joint_controls(characters: list[Any], names: set[str]) -> dict[str, Any]:
+    """A control node per named joint of the characters' bundles, holding the joint's rest
+    transform (what Actor.controlJoint does)."""
+    if not characters:
+        return {}
+    from panda3d.core import ModelNode, NodePath, TransformState
+
+    out: dict[str, Any] = {}
+    for c in characters:
+        for b in range(c.node().getNumBundles()):
+            bundle = c.node().getBundle(b)
+            for name in sorted(names):
+                part = bundle.findChild(name)
+                if name in out or part is None or not hasattr(part, "getDefaultValue"):
+                    continue
+                node = ModelNode(name)
+                node.setTransform(TransformState.makeMat(part.getDefaultValue()))
+                if bundle.controlJoint(name, node):
+                    out[name] = NodePath(node)
+    return out
 
 
 class EggPoser:
@@ -258,9 +309,17 @@ class _FixedOrderSkin:
         self.rest_n = (None if self.ncol is None else
                        self.buf[:, self.ncol:self.ncol + 3].astype(np.float64))
         table = vd.getTransformBlendTable()
+        # the transform_blend column, wherever it sits (egg: packed uint16; panda3d-gltf: a
+        # uint16 column in its own array, padded to a 4-byte stride)
+        ai = vd.getFormat().getArrayWith("transform_blend")
+        afmt = vd.getFormat().getArray(ai)
+        col = afmt.getColumn("transform_blend")
+        raw = np.frombuffer(vd.getArray(ai).getHandle().getData(), np.uint8)
+        rows_raw = raw[: n * afmt.getStride()].reshape(n, afmt.getStride())
+        comp = col.getComponentBytes()
         self.blend_index = np.frombuffer(
-            vd.getArray(vd.getFormat().getArrayWith("transform_blend")).getHandle().getData(),
-            np.uint16).astype(np.int64)
+            rows_raw[:, col.getStart(): col.getStart() + comp].tobytes(),
+            {1: np.uint8, 2: np.uint16, 4: np.uint32}[comp]).astype(np.int64)
         # a key per distinct transform: its joint's name (numbered if names repeat, in the
         # order the table's blends first use them); ``this`` (the C++ pointer) only tells
         # transforms apart, it never orders anything
