@@ -105,8 +105,8 @@ class AllocatorService:
     def drain(self, node: str, reason: str) -> None:
         self._do(self.policy.drain, node, reason)
 
-    def undrain(self, node: str) -> None:
-        self._do(self.policy.undrain, node)
+    def undrain(self, node: str, only: tuple[str, ...] = ()) -> None:
+        self._do(self.policy.undrain, node, tuple(only))
 
     def report_lost(self, node: str, n: int) -> None:
         self._do(self.policy.report_lost, node, n)

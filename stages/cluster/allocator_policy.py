@@ -32,7 +32,7 @@ class Lease:
 
 @dataclass
 class NodeCounts:
-    leased: int = 0
+    leases_given: int = 0
     completed: int = 0
     expired: int = 0  # leases that ran out on this node (its unit went back)
     trajectories: int = 0  # reported by completions
@@ -103,8 +103,11 @@ class AllocatorPolicy:
     def drain(self, node: str, reason: str) -> None:
         self.drained[node] = reason
 
-    def undrain(self, node: str) -> None:
-        self.drained.pop(node, None)
+    def undrain(self, node: str, only: tuple[str, ...] = ()) -> None:
+        """Lift a drain (only one for these reasons, when given: a monitor never lifts
+        ``cluster down``'s)."""
+        if not only or self.drained.get(node) in only:
+            self.drained.pop(node, None)
 
     # -------------------------------------------------------------- leases
 
@@ -134,7 +137,7 @@ class AllocatorPolicy:
                 ls = Lease(f"L{self.seq:06d}", node, lv, p, now + self.lease_s,
                            self.attempts[uid])
                 self.leases[ls.lease_id] = ls
-                self.counts[node].leased += 1
+                self.counts[node].leases_given += 1
                 return ls
         return None
 

@@ -77,6 +77,9 @@ class NodeContext:
     specs: list[CharacterSpec] = field(default_factory=list)
     char_packs: list[Path] = field(default_factory=list)  # library folders of the characters
     base: Path = field(default_factory=Path.cwd)
+    # (scene/level, traj, render key) already delivered to the object store (cluster runs):
+    # never rendered again, though the local copy is gone
+    delivered: set[tuple[str, str, str]] = field(default_factory=set)
 
     @property
     def node(self) -> NodeConfig:
@@ -246,7 +249,8 @@ class LevelUnit:
                 continue  # an older trajectory this run did not make: never rendered as current
             key = render_key(tdir, settings, code, self._render_assets(tdir))
             self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
-            if (f"{scene}/{level}", tdir.name, key) in done:
+            if ((f"{scene}/{level}", tdir.name, key) in done
+                    or (f"{scene}/{level}", tdir.name, key) in ctx.delivered):
                 continue
             jobs.append({"name": tdir.name, "traj_dir": str(tdir.resolve()), "key": key})
         if not jobs:

@@ -1,0 +1,118 @@
+"""A stand-in for a renderer (named as such), for tests about scheduling alone: the real node
+runner runs it as an engine process, it writes the render layout and the progress protocol
+exactly as the real renderer does, but its "videos" are seeded bytes, not MP4s.
+
+``python -m stages.cluster.fake_engine_standin <instance dir>`` reads ``instance.json`` (jobs:
+name + key, ``frame_s``, ``bytes``) and for each job sleeps ``frames * frame_s``, writes
+``<traj>/back.mp4`` and ``<traj>/meta.json``, appends its progress line and one line to the
+shared render journal (so a test can count how often each trajectory was made); then COMPLETE.
+
+:class:`FakeEngineUnit` is the unit of work around it (one level and pass of a lease).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..core.progress import COMPLETE, PROGRESS, append_progress, read_progress
+from .gpus import SlotPlan
+from .node_runner import python_argv
+from .recovery import level_parts
+from .steps import Step, StepResult
+
+
+def traj_render_key(level_id: str, pass_index: int, traj: str) -> str:
+    return hashlib.sha256(f"{level_id}\0{pass_index}\0{traj}".encode()).hexdigest()[:16]
+
+
+def main(inst_dir: str) -> int:
+    inst = Path(inst_dir)
+    spec = json.loads((inst / "instance.json").read_text())
+    for job in spec["jobs"]:
+        time.sleep(spec["frames"] * spec["frame_s"])
+        d = inst / job["name"]
+        d.mkdir(exist_ok=True)
+        rng = random.Random(job["key"])
+        (d / "back.mp4").write_bytes(rng.randbytes(int(spec["bytes"])))
+        (d / "meta.json").write_text(json.dumps({"key": job["key"], "standin": True}))
+        append_progress(inst / PROGRESS, job["name"], spec["frames"], job["key"])
+        with open(spec["journal"], "a") as j:  # O_APPEND: one whole line per write
+            j.write(f"{spec['level_id']} {job['name']} {job['key']} {inst.name}\n")
+    (inst / COMPLETE).write_text("")
+    return 0
+
+
+class FakeEngineUnit:
+    """A lease's unit rendered by the stand-in: ``per_level`` trajectories of one level/pass,
+    skipping those already delivered (``delivered``: (scene/level, traj, key))."""
+
+    def __init__(self, level_id: str, pass_index: int, per_level: int, render_root: Path,
+                 journal: Path, delivered: set[tuple[str, str, str]], frames: int = 24,
+                 frame_s: float = 0.02, nbytes: int = 200_000):
+        self.level_id, self.pass_index = level_id, pass_index
+        self.unit_id = f"{level_id}#pass{pass_index}"
+        self.root, self.journal, self.delivered = render_root, journal, delivered
+        self.frames, self.frame_s, self.nbytes = frames, frame_s, nbytes
+        first = pass_index * per_level
+        self.names = [f"traj_{i:04d}" for i in range(first, first + per_level)]
+        self.finished: set[str] = set()
+        self.done = False
+
+    def stage(self, slot_dir: Path) -> None:
+        return None
+
+    def cleanup(self, slot_dir: Path) -> None:
+        return None
+
+    def jobs(self) -> list[dict]:
+        scene, level = level_parts(self.level_id)
+        out = []
+        for n in self.names:
+            key = traj_render_key(self.level_id, self.pass_index, n)
+            if n in self.finished or (f"{scene}/{level}", n, key) in self.delivered:
+                continue
+            out.append({"name": n, "key": key})
+        return out
+
+    def next_step(self, slot: SlotPlan, slot_dir: Path, instance: str) -> Step | None:
+        jobs = self.jobs()
+        if self.done or not jobs:
+            return None
+        scene, level = level_parts(self.level_id)
+        inst = self.root / scene / level / instance
+        inst.mkdir(parents=True)
+        (inst / "instance.json").write_text(json.dumps({
+            "level_id": self.level_id, "jobs": jobs, "frames": self.frames,
+            "frame_s": self.frame_s, "bytes": self.nbytes, "journal": str(self.journal)}))
+        return Step("render", instance, python_argv("stages.cluster.fake_engine_standin",
+                                                    str(inst)),
+                    inst, inst / PROGRESS, inst / "renderer.log", [inst], 0.0, len(jobs), "",
+                    self.level_id)
+
+    def step_ended(self, result: StepResult) -> None:
+        self.finished |= set(read_progress(result.step.folder))
+        if result.ok or result.final:
+            self.done = True
+
+    def recover(self, step: Step) -> None:
+        """Keep the trajectories with a progress line; remove the rest (as recovery does)."""
+        done = read_progress(step.folder)
+        for child in step.folder.iterdir():
+            if child.is_dir() and child.name not in done:
+                shutil.rmtree(child)
+        if not done:
+            shutil.rmtree(step.folder)
+        else:
+            (step.folder / "RECOVERED").write_text("")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main(sys.argv[1]))
