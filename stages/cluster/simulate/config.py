@@ -20,6 +20,9 @@ class SimConfig:
     lease_s: float = 1800.0  # the allocator's lease, renewed while a unit runs
     barrier: bool = False  # a node leases one unit per slot and waits for all (the Ray
     #                        executor's batches) instead of each slot leasing when it is free
+    one_host: bool = False  # every node's slots share one host's throughput (the test
+    #                         cluster: several Ray nodes on one machine)
+    finite: bool = False  # run until every unit (levels x passes) is done, not to the horizon
     poll_s: float = 30.0  # a slot with nothing to lease asks again after this long
     cache_levels: int = 40  # levels a node keeps warm (least recently used evicted)
     trajectories_per_unit: int = 0  # trajectories a lease makes; 0: the profile's

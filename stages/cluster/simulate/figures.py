@@ -22,7 +22,7 @@ def figures(sim: ClusterSim) -> dict:
     slot_total = c.nodes * sim.slots * (hi - lo)
     shares = {k: v / slot_total for k, v in st.slot_s.items()}
     shares["idle"] = max(0.0, 1.0 - sum(shares.values()))
-    gpus = [g for n in sim.nodes for g in n.gpus]
+    gpus = list({id(g): g for n in sim.nodes for g in n.gpus}.values())
     busy = sum(g.busy_s for g in gpus) / (len(gpus) * (hi - lo))
     mb = prof.output_mb_per_five_view_min
     fails = sim.failures
@@ -35,6 +35,8 @@ def figures(sim: ClusterSim) -> dict:
         "five_view_min_per_gpu_hour": _r(st.minutes / (c.nodes * c.gpus_per_node * win_h)),
         "trajectories_per_hour": _r(st.minutes / prof.five_view_min_per_trajectory / win_h),
         "units_completed": st.units,
+        "makespan_s": _r(st.completions[-1][0], 1) if st.completions else None,
+        "trajectories_made": sum(x[2] for x in st.completions),
         "slot_time_share": {k: _r(v, 4) for k, v in sorted(shares.items())},
         "gpu_busy_share": _r(busy, 4),
         "cold_load_share": _r(st.cold_loads / st.loads if st.loads else 0.0, 4),

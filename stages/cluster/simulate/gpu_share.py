@@ -3,10 +3,12 @@ GPU makes ``fps(n)`` five-view frames/s, each job gets ``fps(n) / n``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from typing import Any
 
 import simpy
 
+Proc = Generator[Any, Any, None]  # a SimPy process
 
 class SharedGPU:
     def __init__(self, env: simpy.Environment, fps: Callable[[int], float],
@@ -59,7 +61,7 @@ class SharedGPU:
         self._poke()
         return left
 
-    def _loop(self):  # type: ignore[no-untyped-def]
+    def _loop(self) -> Proc:
         env = self.env
         while True:
             if not self.jobs:

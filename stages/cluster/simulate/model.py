@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
+from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -14,6 +16,8 @@ from .config import SimConfig
 from .gpu_share import SharedGPU
 from .profiles import CostProfile, profile
 from .schedulers import Grant, PoolLeases, UniformLeases
+
+Proc = Generator[Any, Any, None]  # a SimPy process
 
 HOUR = 3600.0
 WEEK = 168 * HOUR
@@ -69,8 +73,8 @@ class Node:
     def __init__(self, sim: ClusterSim, name: str, index: int):
         self.sim, self.name, self.index = sim, name, index
         c = sim.cfg
-        self.gpus = [SharedGPU(sim.env, sim.prof.fps, sim.stats.window)
-                     for _ in range(c.gpus_per_node)]
+        self.gpus = sim.host_gpus or [SharedGPU(sim.env, sim.prof.fps, sim.stats.window)
+                                      for _ in range(c.gpus_per_node)]
         self.cache = LevelCache(c.cache_levels)
         self.alive = True
         self.epoch = 0
@@ -86,9 +90,42 @@ class Node:
         self.rng = random.Random(f"{c.seed}\0slots\0{name}")
 
     def start(self) -> None:
-        self.procs = [self.sim.env.process(self.slot_loop(s)) for s in range(self.sim.slots)]
+        env = self.sim.env
+        if self.sim.cfg.barrier:
+            self.procs = [env.process(self.batch_loop())]
+        else:
+            self.procs = [env.process(self.slot_loop(s)) for s in range(self.sim.slots)]
 
-    def slot_loop(self, slot: int):  # type: ignore[no-untyped-def]
+    def batch_loop(self) -> Proc:
+        """The Ray executor's node: lease one unit per slot, run them, wait for all."""
+        sim, env = self.sim, self.sim.env
+        try:
+            while True:
+                grants = []
+                for _ in range(sim.slots):
+                    g = sim.sched.lease(self.name, env.now)
+                    if g is None:
+                        break
+                    grants.append(g)
+                if not grants:
+                    yield env.timeout(sim.cfg.poll_s)
+                    continue
+                kids = [env.process(self.slot_unit(s, g)) for s, g in enumerate(grants)]
+                self.procs = [self.procs[0], *kids]
+                yield env.all_of(kids)
+        except simpy.Interrupt:
+            return
+
+    def slot_unit(self, slot: int, g: Grant) -> Proc:
+        env = self.sim.env
+        try:
+            self.current[slot] = (g, env.now)
+            yield from self.run_unit(slot, g, self.gpus[slot // self.sim.slots_per_gpu])
+            del self.current[slot]
+        except simpy.Interrupt:
+            self.close_phases()
+
+    def slot_loop(self, slot: int) -> Proc:
         sim, env = self.sim, self.sim.env
         gpu = self.gpus[slot // sim.slots_per_gpu]
         try:
@@ -111,7 +148,7 @@ class Node:
         kind, since = self.phase.pop(slot)
         self.sim.stats.add(kind, since, self.sim.env.now)
 
-    def run_unit(self, slot: int, g: Grant, gpu: SharedGPU):  # type: ignore[no-untyped-def]
+    def run_unit(self, slot: int, g: Grant, gpu: SharedGPU) -> Proc:
         sim, env, prof, st = self.sim, self.sim.env, self.sim.prof, self.sim.stats
         warm = g.level_id in self.cache
         self._begin(slot, "load")
@@ -199,6 +236,9 @@ class ClusterSim:
         self.sched: PoolLeases | UniformLeases = (
             PoolLeases(levels, names, cfg.passes, cfg.seed, cfg.lease_s)
             if cfg.scheduler == "pool" else UniformLeases(levels, names, cfg.seed))
+        self.host_gpus = ([SharedGPU(self.env, self.prof.fps, self.stats.window)
+                           for _ in range(cfg.gpus_per_node)] if cfg.one_host else [])
+        self.all_done = self.env.event()
         self.nodes = [Node(self, n, i) for i, n in enumerate(names)]
         self.failures: list[Failure] = []
         self.rng = random.Random(f"{cfg.seed}\0failures")
@@ -226,6 +266,9 @@ class ClusterSim:
         if self.stats.window[0] <= now <= self.stats.window[1]:
             self.stats.units += 1
         self.stats.completions.append((now, node.name, made))
+        if (self.cfg.finite and isinstance(self.sched, PoolLeases)
+                and self.sched.policy.finished() and not self.all_done.triggered):
+            self.all_done.succeed()
         for f in self.failures:
             if f._pending and (g.level_id, g.pass_index) in f._pending:
                 f._pending.discard((g.level_id, g.pass_index))
@@ -255,7 +298,7 @@ class ClusterSim:
         back = self.cfg.node_return_s if kind == "node_loss" else self.cfg.rebuild_s
         env.process(self._detect_and_return(node, node.epoch, f, back))
 
-    def _detect_and_return(self, node: Node, epoch: int, f: Failure, back: float):  # type: ignore[no-untyped-def]
+    def _detect_and_return(self, node: Node, epoch: int, f: Failure, back: float) -> Proc:
         env = self.env
         if self.cfg.detection_s < 0:  # never declared dead: only its leases run out
             if back < 0:
@@ -276,7 +319,7 @@ class ClusterSim:
         self.sched.join(node.name, env.now)
         node.start()
 
-    def _failures(self, node: Node, kind: str, per_week: float):  # type: ignore[no-untyped-def]
+    def _failures(self, node: Node, kind: str, per_week: float) -> Proc:
         if per_week <= 0:
             return
         rng = random.Random(f"{self.cfg.seed}\0{kind}\0{node.name}")
@@ -285,12 +328,12 @@ class ClusterSim:
             if node.alive:
                 self.node_down(node, kind)
 
-    def _scripted(self, node: Node, at_s: float):  # type: ignore[no-untyped-def]
+    def _scripted(self, node: Node, at_s: float) -> Proc:
         yield self.env.timeout(at_s)
         if node.alive:
             self.node_down(node, "node_loss")
 
-    def _uploads(self):  # type: ignore[no-untyped-def]
+    def _uploads(self) -> Proc:
         c, env = self.cfg, self.env
         full = (c.disk_gb - c.drain_free_gb) * 1000.0
         while True:
@@ -321,14 +364,14 @@ class ClusterSim:
         for idx, at in c.kill:
             env.process(self._scripted(self.nodes[int(idx)], float(at)))
         env.process(self._uploads())
-        env.run(until=c.horizon_h * HOUR)
+        env.run(until=self.all_done if c.finite else c.horizon_h * HOUR)
         for n in self.nodes:
             n.credit_in_flight()
             n.close_phases()
-            for g in n.gpus:
-                g.flush()
             if not n.alive:
                 self.stats.add("down", n.down_since, env.now, self.slots)
+        for g in {id(g): g for n in self.nodes for g in n.gpus}.values():
+            g.flush()
         return self.figures()
 
     def figures(self) -> dict:

@@ -58,7 +58,7 @@ class CostProfile:
         d = asdict(self)
         d.update(kw)
         d["notes"] = tuple(d["notes"])
-        return CostProfile(**d)  # type: ignore[arg-type]
+        return CostProfile(**d)
 
     def to_dict(self) -> dict:
         d = asdict(self)
