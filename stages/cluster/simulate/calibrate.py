@@ -33,7 +33,8 @@ def h200_node_runner() -> dict:
         prof = embedded_h200().scaled(frames_per_trajectory=H200_BENCH_FRAMES,
                                       trajectories_per_unit=1, stage1_s_per_frame=0.0)
         cfg = SimConfig(profile=prof.name, nodes=1, gpus_per_node=1, slots_per_gpu=n,
-                        levels=n, passes=1, finite=True, horizon_h=10.0, warmup_h=0.0,
+                        levels=n, passes=1, finite=True, steady_start=False, horizon_h=10.0,
+                        warmup_h=0.0,
                         poll_s=1.0)
         fig = ClusterSim(cfg, prof).run()
         pred = n * H200_BENCH_FRAMES / fig["makespan_s"]
@@ -62,6 +63,7 @@ def predict_run(m: dict, run: dict) -> dict:
     cfg = SimConfig(profile=prof.name, nodes=int(run["nodes"]), gpus_per_node=1,
                     slots_per_gpu=int(run["slots_per_node"]), levels=int(run["levels"]),
                     passes=int(run.get("passes", 1)), finite=True, one_host=True,
+                    steady_start=False,
                     barrier=bool(run.get("barrier", True)), horizon_h=100.0, warmup_h=0.0,
                     poll_s=float(run.get("poll_s", 0.5)), lease_s=float(run.get("lease_s", 120)),
                     detection_s=float(run.get("detection_s", 5.0)), node_return_s=-1.0,

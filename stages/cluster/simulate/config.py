@@ -17,11 +17,14 @@ class SimConfig:
     seed: int = 0
     horizon_h: float = 12.0  # simulated hours
     warmup_h: float = 2.0  # figures count from here (steady state, caches filled)
-    lease_s: float = 1800.0  # the allocator's lease, renewed while a unit runs
+    lease_s: float = 3600.0  # the allocator's lease, renewed while a unit runs (the report's
+    #                          sweep: no figure depends on it while node deaths are detected)
     barrier: bool = False  # a node leases one unit per slot and waits for all (the Ray
     #                        executor's batches) instead of each slot leasing when it is free
     one_host: bool = False  # every node's slots share one host's throughput (the test
     #                         cluster: several Ray nodes on one machine)
+    steady_start: bool = True  # slots start part-way through a first unit (a cluster that
+    #                            has been running), not all at once at a level's load
     finite: bool = False  # run until every unit (levels x passes) is done, not to the horizon
     poll_s: float = 30.0  # a slot with nothing to lease asks again after this long
     cache_levels: int = 40  # levels a node keeps warm (least recently used evicted)

@@ -128,6 +128,8 @@ class Node:
     def slot_loop(self, slot: int) -> Proc:
         sim, env = self.sim, self.sim.env
         gpu = self.gpus[slot // sim.slots_per_gpu]
+        # a cluster that has been running: each slot starts part-way through its first unit
+        resume = self.rng.random() if (sim.cfg.steady_start and env.now == 0) else 0.0
         try:
             while True:
                 g = sim.sched.lease(self.name, env.now)
@@ -135,7 +137,8 @@ class Node:
                     yield env.timeout(sim.cfg.poll_s)
                     continue
                 self.current[slot] = (g, env.now)
-                yield from self.run_unit(slot, g, gpu)
+                yield from self.run_unit(slot, g, gpu, resume)
+                resume = 0.0
                 del self.current[slot]
         except simpy.Interrupt:
             self.close_phases()
@@ -148,33 +151,39 @@ class Node:
         kind, since = self.phase.pop(slot)
         self.sim.stats.add(kind, since, self.sim.env.now)
 
-    def run_unit(self, slot: int, g: Grant, gpu: SharedGPU) -> Proc:
+    def run_unit(self, slot: int, g: Grant, gpu: SharedGPU, resume: float = 0.0) -> Proc:
+        """Load, Stage I, Stage II of one lease; ``resume`` > 0: the slot was already that
+        far through the unit's Stage II when the simulation starts."""
         sim, env, prof, st = self.sim, self.sim.env, self.sim.prof, self.sim.stats
-        warm = g.level_id in self.cache
-        self._begin(slot, "load")
-        yield env.timeout(prof.warm_load_s if warm else prof.cold_load_s)
-        self._end(slot)
-        if st.window[0] <= env.now <= st.window[1]:
-            st.loads += 1
-            st.cold_loads += 0 if warm else 1
-        self.cache.touch(g.level_id)
         n = prof.trajectories_per_unit
-        self._begin(slot, "stage1")
-        yield env.timeout(prof.stage1_s_per_frame * prof.frames_per_trajectory * n)
-        self._end(slot)
+        if not resume:
+            warm = g.level_id in self.cache
+            self._begin(slot, "load")
+            yield env.timeout(prof.warm_load_s if warm else prof.cold_load_s)
+            self._end(slot)
+            if st.window[0] <= env.now <= st.window[1]:
+                st.loads += 1
+                st.cold_loads += 0 if warm else 1
+            self._begin(slot, "stage1")
+            yield env.timeout(prof.stage1_s_per_frame * prof.frames_per_trajectory * n)
+            self._end(slot)
+        self.cache.touch(g.level_id)
+        skip = resume * n  # trajectories (and a fraction of one) already rendered
         # Stage II, trajectory by trajectory: a crash loses part of one and costs a warm reload
         # (fresh process); a hang costs the stall timeout first; retries, then the trajectory
         # is a failure row
-        made, frames = 0, float(prof.frames_per_trajectory)
-        for _ in range(n):
+        made, frames = int(skip), float(prof.frames_per_trajectory)
+        for i in range(int(skip), n):
+            left = 1.0 - (skip - int(skip)) if i == int(skip) else 1.0
             for _attempt in range(sim.cfg.retries + 1):
                 u = self.rng.random()
                 bad = u < sim.cfg.crash_p + sim.cfg.hang_p
-                part = frames * self.rng.random() if bad else frames
+                part = frames * (self.rng.random() if bad else left)
                 self._begin(slot, "render")
                 t_r = env.now
                 ev = gpu.render(part)
                 self.rendering[slot] = (gpu, ev, 0.0 if bad else part, t_r)
+                left = 1.0
                 try:
                     yield ev
                 except simpy.Interrupt:
@@ -185,7 +194,7 @@ class Node:
                 self._end(slot)
                 if not bad:
                     made += 1
-                    sim.trajectory_done(self, t_r, 1.0)
+                    sim.trajectory_done(self, t_r, part / frames)
                     self.current[slot] = (g, env.now)  # lost work restarts here
                     break
                 self._begin(slot, "stalled")

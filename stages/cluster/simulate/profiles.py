@@ -89,11 +89,12 @@ def embedded_h200() -> CostProfile:
                "2026-12-03, 720p x8 spatial, harness column = GPU throughput at 1/4/8/16 "
                "co-resident slots; Stage I 2.8 s per 300 frames; per-level fixed cost = "
                "1-slot runner minus harness time",
-        gpu_fps=dict(H200_HARNESS_FPS), trajectories_per_unit=8,
+        gpu_fps=dict(H200_HARNESS_FPS), trajectories_per_unit=16,
         stage1_s_per_frame=H200_STAGE1_S_PER_FRAME,
         cold_load_s=round(H200_LEVEL_FIXED_S, 3), warm_load_s=round(H200_LEVEL_FIXED_S, 3),
         default_slots_per_gpu=16, gpu_mem_gb=141.0, slot_gpu_mem_gb=0.6,
-        notes=("every GPU comes with the lent host's 16 vCPUs (the curve includes their "
+        notes=("16 one-minute trajectories per lease (a level's pass): an assumption",
+               "every GPU comes with the lent host's 16 vCPUs (the curve includes their "
                "encoding limit)", "GPU memory per slot 0.6 GiB: 9.7 GiB at 16 slots (README)",
                "per-level fixed cost measured with 300-frame trajectories; a 1800-frame "
                "trajectory is assumed to scale linearly in frames",
@@ -108,7 +109,7 @@ PAPER_MIN_PER_NODE_HOUR = 33.0
 # Stage II speed of one Unreal slot alone, five-view frames/s, fitted (fit_unreal_speed) so that
 # the model with pool scheduling at the paper's set-up reproduces 33 min per node-hour
 # (`python -m stages.cluster.simulate.fit` prints it again)
-UNREAL_FPS_1 = 1.4532
+UNREAL_FPS_1 = 1.425
 
 
 def unreal_paper(fps_1: float = UNREAL_FPS_1) -> CostProfile:
