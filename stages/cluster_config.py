@@ -3,6 +3,7 @@ keys live in ``cluster``): execution only, they never change an output byte."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -64,8 +65,9 @@ def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig) -> None:
     if up.quiet_s < 0 or up.poll_s <= 0 or up.backoff_max_s < up.poll_s:
         raise ValueError("upload.quiet_s >= 0, upload.poll_s > 0 and upload.backoff_max_s >= "
                          "upload.poll_s expected")
-    if not up.bucket:
-        raise ValueError("upload.bucket: expected a bucket name")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", up.bucket):
+        raise ValueError(f"upload.bucket {up.bucket!r}: expected an S3 bucket name (3-63 "
+                         "lowercase letters, digits, dots and hyphens)")
     if not mon.warn_free_mb >= mon.drain_free_mb >= mon.prune_free_mb >= 0:
         raise ValueError(f"monitor thresholds: expected warn_free_mb ({mon.warn_free_mb}) >= "
                          f"drain_free_mb ({mon.drain_free_mb}) >= prune_free_mb "

@@ -133,6 +133,7 @@ def ray_local(monkeypatch):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@pytest.mark.cluster_faults
 def test_the_allocator_actor_killed_restarts_with_the_same_pools_and_leases(ray_local,
                                                                              tmp_path):
     from stages.cluster.allocator_actor import get_allocator

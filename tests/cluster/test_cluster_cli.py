@@ -79,6 +79,7 @@ def _wm(params: Path, env: dict, *args: str, timeout: float = 120) -> subprocess
                           capture_output=True, timeout=timeout)
 
 
+@pytest.mark.cluster_faults
 def test_the_readme_cluster_on_one_machine_with_the_real_engine(one_machine, s3server):
     from stages.media.video import count_frames
 

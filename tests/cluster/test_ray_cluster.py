@@ -85,6 +85,7 @@ def _check_objects(s3server, bucket: str, recs: list[dict]) -> None:
         assert body == random.Random(r["render_key"]).randbytes(200_000), key
 
 
+@pytest.mark.cluster_faults
 def test_three_nodes_deliver_every_trajectory_once_a_removed_node_loses_only_its_disk(
         ray_cluster, s3server, tmp_path):
     cluster, nodes = ray_cluster

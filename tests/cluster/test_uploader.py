@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from stages.cluster.s3_store import S3Store
 from stages.cluster.uploader import COMPLETION, TOMBSTONE, Uploader
 
@@ -67,9 +69,14 @@ def test_upload_verifies_every_object_writes_completion_last_and_deletes_only_af
     # an unfinished trajectory (no progress line) and one still being written are left alone
     (inst / "traj_002").mkdir()
     (inst / "traj_002" / "back.mp4").write_bytes(b"partial")
-    up = Uploader(ucfg, root, "n1", log=lambda m: None)
+    snap = tmp_path / "snap" / "n1" / "n1-A"  # a failure snapshot: to its own prefix
+    snap.mkdir(parents=True)
+    (snap / "snapshot.json").write_text('{"reason": "stalled"}')
+    up = Uploader(ucfg, root, "n1", snapshots=tmp_path / "snap", log=lambda m: None)
     assert up.scan_once() == 2
     c = s3server.client()
+    body = c.get_object(Bucket="verify-b", Key="snapshots/n1/n1-A/snapshot.json")["Body"].read()
+    assert body == b'{"reason": "stalled"}' and (snap / "snapshot.json").exists()
     stored = _stored(c, "verify-b")
     got = {k: v for k, v in stored.items() if not k.endswith(COMPLETION)}
     assert got == want  # every byte, exactly the files that were finished
@@ -108,6 +115,7 @@ def test_an_object_is_never_overwritten_and_a_mismatch_keeps_the_local_file(s3se
     assert body == b"other bytes"  # never overwritten
 
 
+@pytest.mark.cluster_faults
 def test_uploader_killed_during_a_multipart_upload_completes_after_restart(
         s3server, s3env, tmp_path):
     ucfg = upload_cfg(s3server, "kill-b")
@@ -149,6 +157,7 @@ def test_uploader_killed_during_a_multipart_upload_completes_after_restart(
     assert sorted(x.name for x in (inst / "traj_000").iterdir()) == [TOMBSTONE]
 
 
+@pytest.mark.cluster_faults
 def test_server_stopped_during_uploads_backs_off_keeps_local_copies_and_resumes(
         s3server, s3env, tmp_path):
     ucfg = upload_cfg(s3server, "outage-b")
