@@ -8,6 +8,11 @@ and with 2 slots, as trajectories per hour.
 
 Run: .venv/bin/python tests/benchmarks/bench_sim_calibration.py \
          [--json tests/data/cluster_calibration.json]
+
+With ``--cluster-json OUT`` (the JSON of tests/benchmarks/bench_cluster.py, run just before on
+the same machine) the costs are measured at that benchmark's settings (its library, its three
+levels, 48 frames at 192x108 with 2x2 samples, two trajectories a level) and the runs to predict
+are its Ray runs through 1 and 3 nodes.
 """
 
 from __future__ import annotations
@@ -29,13 +34,21 @@ from stages.config import load_params  # noqa: E402
 
 SIZE, FRAMES, SPATIAL, TEMPORAL = "320x180", 90, 1, 1
 LEVELS, PER_LEVEL = 4, 2
+EXTRA: list[str] = []
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default="")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--cluster-json", default="")
     args = ap.parse_args()
+    global SIZE, FRAMES, SPATIAL, TEMPORAL, LEVELS, PER_LEVEL, EXTRA
+    cluster = json.loads(Path(args.cluster_json).read_text()) if args.cluster_json else None
+    if cluster:  # bench_cluster.py's settings (tests.conftest.small_render_cfg)
+        SIZE, FRAMES, SPATIAL, TEMPORAL = "192x108", cluster["runs"][0]["frames"], 2, 2
+        LEVELS, PER_LEVEL = 3, 2
+        EXTRA = ["render.mask_scale=1", "render.warmup_frames=2"]
     from stages.cluster.lifecycle import make_trajectories, render_trajectories, run_levels
     from stages.inventory import run_inventory
     from stages.sample_library import build_sample_library
@@ -51,17 +64,23 @@ def main() -> None:
             f"render.height={h}", f"render.spatial_samples={SPATIAL}",
             f"render.temporal_samples={TEMPORAL}", f"node.work_dir={tmp}/work",
             f"node.snapshot_dir={tmp}/work/snapshots", "node.display=plain",
-            f"node.cpu_slots={slots}"])
+            f"node.cpu_slots={slots}", *EXTRA])
 
     lib = tmp / "lib"
     cfg0 = cfg_for(1, ["UrbanBlocks/Downtown"], 1)
-    build_sample_library(lib, cfg0.sample_library)
+    if cluster:
+        from stages.config import SampleLibraryConfig
+
+        build_sample_library(lib, SampleLibraryConfig())
+    else:
+        build_sample_library(lib, cfg0.sample_library)
     inv = run_inventory(lib, cfg0.inventory, "overrides.yaml")
     quiet = lambda m: None  # noqa: E731
     # the first LEVELS levels that make trajectories (the sample library has broken ones on
     # purpose: they are screened out before production)
     trajs = tmp / "probe"
-    cands = sorted(inv.levels["level_id"].astype(str))[:LEVELS + 3]
+    enabled = inv.levels[inv.levels["enabled"].astype(bool)]
+    cands = sorted(enabled["level_id"].astype(str))[:LEVELS + (0 if cluster else 3)]
     make_trajectories(cfg_for(2, cands, 1), inv.levels, inv.characters, lib, trajs, log=quiet)
     levels = [lv for lv in cands if (trajs / lv.replace("/", "__") / "traj_0000").exists()]
     levels = levels[:LEVELS]
@@ -94,11 +113,12 @@ def main() -> None:
             raise SystemExit(f"render {slots} slots: {len(index)} of {len(lv) * k}")
         return wall
 
-    # Stage II, one slot: a level with 1 and with 3 trajectories → fixed cost and speed alone
-    t_a = sum(render(1, [lv], 1) for lv in levels[:2]) / 2
-    t_b = sum(render(1, [lv], 3) for lv in levels[:2]) / 2
+    # Stage II, one slot: every level with 1 and with 3 trajectories → fixed cost and speed
+    # alone, over the same levels the runs use (levels render at different speeds)
+    t_a = sum(render(1, [lv], 1) for lv in levels) / len(levels)
+    t_b = sum(render(1, [lv], 3) for lv in levels) / len(levels)
     per_traj = (t_b - t_a) / 2
-    fixed = t_a - per_traj
+    fixed = max(0.0, t_a - per_traj)  # a difference of two walls: noise can make it < 0
     fps = {1: round(FRAMES / per_traj, 3)}
     # n renderers at once: n levels x 3 trajectories on n slots
     for n in (2, 3):
@@ -108,7 +128,14 @@ def main() -> None:
           flush=True)
 
     runs = []
-    for slots in (1, 2):
+    for r in (cluster or {}).get("runs", []):
+        n = int(r["nodes"])
+        runs.append({"name": f"Ray, {n} node(s) x 1 CPU slot, {LEVELS} levels x {PER_LEVEL} "
+                     "(bench_cluster.py)", "nodes": n, "slots_per_node": 1, "levels": LEVELS,
+                     "level_ids": levels, "node_names": [f"n{i + 1}" for i in range(n)],
+                     "passes": 1, "barrier": True, "wall_s": r["wall_s"],
+                     "measured_trajectories_per_hour": r["trajectories_per_hour"]})
+    for slots in (() if cluster else (1, 2)):
         c = cfg_for(slots, levels, PER_LEVEL)
         out = tmp / f"run_{slots}"
         t = time.perf_counter()
@@ -125,8 +152,11 @@ def main() -> None:
         print(f"run {slots} slot(s): {made} trajectories in {wall:.1f} s = "
               f"{runs[-1]['measured_trajectories_per_hour']} per hour", flush=True)
     rec = {
-        "what": "the node runner on one machine (fallback: no cluster benchmark yet)",
-        "source": "tests/benchmarks/bench_sim_calibration.py", "machine":
+        "what": ("the 3-node Ray test cluster on one machine (runs: bench_cluster.py; costs: "
+                 "the node runner at its settings)" if cluster else
+                 "the node runner on one machine (no cluster benchmark)"),
+        "source": "tests/benchmarks/bench_sim_calibration.py" + (
+            " --cluster-json (bench_cluster.py)" if cluster else ""), "machine":
         f"{platform.node() or 'dev'}: {os.cpu_count()} cores, {platform.machine()}, "
         "llvmpipe (no GPU); shared with other jobs", "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                           time.gmtime()),

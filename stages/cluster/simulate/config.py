@@ -15,6 +15,8 @@ class SimConfig:
     levels: int = 429  # production levels (paper Table 1)
     passes: int = 10000  # allocator passes (enough never to run dry within the horizon)
     seed: int = 0
+    node_names: list[str] = field(default_factory=list)  # empty: node00, node01, ...
+    level_ids: list[str] = field(default_factory=list)  # empty: made-up ids (levels of them)
     horizon_h: float = 12.0  # simulated hours
     warmup_h: float = 2.0  # figures count from here (steady state, caches filled)
     lease_s: float = 3600.0  # the allocator's lease, renewed while a unit runs (the report's
@@ -65,6 +67,10 @@ class SimConfig:
                 problems.append(f"{k} {getattr(self, k)}: expected a probability in [0, 1)")
         if self.lease_s <= 0 or self.cache_levels < 0 or self.slots_per_gpu < 0:
             problems.append("lease_s > 0, cache_levels >= 0, slots_per_gpu >= 0 expected")
+        if self.node_names and len(self.node_names) != self.nodes:
+            problems.append(f"node_names: {len(self.node_names)} names for nodes {self.nodes}")
+        if self.level_ids and len(self.level_ids) != self.levels:
+            problems.append(f"level_ids: {len(self.level_ids)} ids for levels {self.levels}")
         if problems:
             raise ValueError("simulation config: " + "; ".join(problems))
 

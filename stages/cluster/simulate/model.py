@@ -240,8 +240,9 @@ class ClusterSim:
                              f"({self.prof.gpu_mem_gb} GB / {self.prof.slot_gpu_mem_gb} GB)")
         self.env = simpy.Environment()
         self.stats = Stats((cfg.warmup_h * HOUR, cfg.horizon_h * HOUR))
-        names = [f"node{i:02d}" for i in range(cfg.nodes)]
-        levels = [f"scene{i % 37:02d}/level{i:03d}" for i in range(cfg.levels)]
+        names = list(cfg.node_names) or [f"node{i:02d}" for i in range(cfg.nodes)]
+        levels = list(cfg.level_ids) or [f"scene{i % 37:02d}/level{i:03d}"
+                                         for i in range(cfg.levels)]
         self.sched: PoolLeases | UniformLeases = (
             PoolLeases(levels, names, cfg.passes, cfg.seed, cfg.lease_s)
             if cfg.scheduler == "pool" else UniformLeases(levels, names, cfg.seed))

@@ -60,10 +60,13 @@ def markdown(rep: dict) -> str:
     if t["rows"]:
         L += ["| run | measured traj/h | model | error | recovery measured / model, s |",
               "|---|---|---|---|---|"]
-        L += [f"| {r['name']} | {r['measured_trajectories_per_hour']} | "
+        L += [f"| {r['name']}{'' if r.get('gated', True) else ' (not gated: see below)'} | "
+              f"{r['measured_trajectories_per_hour']} | "
               f"{r['predicted_trajectories_per_hour']} | {_pct(r['error'])} | "
               f"{r.get('measured_recovery_s', '')} / {r.get('predicted_recovery_s', '')} |"
               for r in t["rows"]]
+        L += [f"\nNot gated, {r['name']}: {r['why_not_gated']}" for r in t["rows"]
+              if not r.get("gated", True)]
     L += ["", "## 1. Pool scheduling against uniform", "",
           "| profile | pool, five-view min/node-h | uniform | gain | cold loads pool / "
           "uniform |", "|---|---|---|---|---|"]
