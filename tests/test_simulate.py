@@ -150,7 +150,11 @@ def test_same_seed_same_report(tmp_path):
     assert "prediction" in md.lower() and "## Calibration" in md.split("## 1.")[0]
 
 
-def test_bad_settings_name_the_key():
+def test_bad_settings_name_the_key(capsys):
+    from stages.cluster.simulate.cli import main
+
+    assert main(["--one", "nodez=3"]) == 2
+    assert "setting 'nodez=3': expected key=value with key one of" in capsys.readouterr().err
     with pytest.raises(ValueError, match="nodez"):
         apply_sets(SimConfig(), ["nodez=3"])
     with pytest.raises(ValueError, match="nodes='three'"):

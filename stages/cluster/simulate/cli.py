@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .calibrate import MEASUREMENT
 from .config import SimConfig, apply_sets
+from .report import CalibrationError, make_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,8 +38,6 @@ def main(argv: list[str] | None = None) -> int:
             fig = ClusterSim(cfg).run()
             print(json.dumps(fig, indent=1, sort_keys=True))
             return 0
-        from .report import CalibrationError, make_report
-
         rep = make_report(Path(args.out), args.seed, args.quick, args.jobs,
                           Path(args.measurement), not args.uncalibrated)
     except (ValueError, CalibrationError) as exc:

@@ -76,7 +76,7 @@ class SimConfig:
 
 
 def apply_sets(cfg: SimConfig, sets: list[str]) -> SimConfig:
-    """``key=value`` overrides (typed by the field), e.g. ``nodes=3``; a clear error otherwise."""
+    """``key=value`` settings (typed by the field), e.g. ``nodes=3``; a clear error otherwise."""
     import json
     from dataclasses import asdict
 
@@ -85,7 +85,7 @@ def apply_sets(cfg: SimConfig, sets: list[str]) -> SimConfig:
     for s in sets:
         key, sep, val = s.partition("=")
         if not sep or key not in types:
-            raise ValueError(f"--set {s!r}: expected key=value with key one of "
+            raise ValueError(f"setting {s!r}: expected key=value with key one of "
                              f"{sorted(types)}")
         cur = d[key]
         try:
@@ -102,5 +102,5 @@ def apply_sets(cfg: SimConfig, sets: list[str]) -> SimConfig:
             else:
                 d[key] = val
         except ValueError as exc:
-            raise ValueError(f"--set {key}={val!r}: expected a {type(cur).__name__}") from exc
+            raise ValueError(f"setting {key}={val!r}: expected a {type(cur).__name__}") from exc
     return SimConfig(**d)
