@@ -129,6 +129,21 @@ def test_a_node_loss_costs_at_most_one_lease_of_work_plus_a_reload():
     assert fig["failures"]["count"]["node_loss"] == 1 and fig["duplicate_units"] == 0
 
 
+def test_disk_back_pressure_when_uploads_lag():
+    """A store too slow for the output: nodes fill their disks and are drained (no new lease;
+    what their slots hold still lands), and resume once uploads catch up."""
+    fast = ClusterSim(small()).run()
+    cfg = small(store_mb_s=0.2, disk_gb=2.0, drain_free_gb=0.5)
+    sim = ClusterSim(cfg)
+    slow = sim.run()
+    assert fast["disk_drains"] == 0 and slow["disk_drains"] > 1
+    unit_gb = sim.prof.five_view_min_per_trajectory * sim.prof.output_mb_per_five_view_min / 1e3
+    high = slow["upload_backlog_gb_high_per_node"]["max"]
+    assert cfg.disk_gb - cfg.drain_free_gb <= high <= cfg.disk_gb - cfg.drain_free_gb + \
+        sim.slots * unit_gb
+    assert slow["five_view_min_per_node_hour"] < 0.9 * fast["five_view_min_per_node_hour"]
+
+
 def test_same_seed_same_report(tmp_path):
     from stages.cluster.simulate.cli import main
 

@@ -46,6 +46,7 @@ def figures(sim: ClusterSim) -> dict:
         "upload_backlog_gb_high_per_node": {
             "max": _r(max(n.backlog_high_mb for n in sim.nodes) / 1000),
             "mean": _r(sum(n.backlog_high_mb for n in sim.nodes) / len(sim.nodes) / 1000)},
+        "disk_drains": st.disk_drains,
         "upload_backlog_gb_end": _r(sum(n.backlog_mb for n in sim.nodes) / 1000),
         "delivered_five_view_min": _r(sum(n.uploaded_mb for n in sim.nodes) / mb, 1),
         "failures": {

@@ -44,6 +44,7 @@ class Stats:
     trajectories_failed: int = 0
     loads: int = 0
     cold_loads: int = 0
+    disk_drains: int = 0  # nodes drained because their disk filled (uploads lagging)
     slot_s: dict[str, float] = field(default_factory=lambda: {
         "render": 0.0, "load": 0.0, "stage1": 0.0, "stalled": 0.0, "down": 0.0})
     completions: list[tuple[float, str, int]] = field(default_factory=list)  # (t, node, traj)
@@ -269,6 +270,7 @@ class ClusterSim:
             return
         node.backlog_mb += mins * self.prof.output_mb_per_five_view_min
         node.backlog_high_mb = max(node.backlog_high_mb, node.backlog_mb)
+        self._check_disk(node)
 
     def unit_done(self, node: Node, g: Grant, made: int) -> None:
         now = self.env.now
@@ -345,7 +347,6 @@ class ClusterSim:
 
     def _uploads(self) -> Proc:
         c, env = self.cfg, self.env
-        full = (c.disk_gb - c.drain_free_gb) * 1000.0
         while True:
             yield env.timeout(c.upload_tick_s)
             busy = [n for n in self.nodes if n.alive and n.backlog_mb > 0]
@@ -356,12 +357,20 @@ class ClusterSim:
                     n.backlog_mb -= sent
                     n.uploaded_mb += sent
             for n in self.nodes:
-                if not n.drained and n.backlog_mb >= full:
-                    n.drained = True
-                    self.sched.drain(n.name, "disk")
-                elif n.drained and n.backlog_mb < 0.9 * full:
-                    n.drained = False
-                    self.sched.undrain(n.name)
+                self._check_disk(n)
+
+    def _check_disk(self, n: Node) -> None:
+        """The disk monitor: drain a node whose outputs fill its disk (no new lease; what its
+        slots hold still lands), undrain once uploads have freed a tenth of it."""
+        c = self.cfg
+        full = (c.disk_gb - c.drain_free_gb) * 1000.0
+        if not n.drained and n.backlog_mb >= full:
+            n.drained = True
+            self.stats.disk_drains += 1
+            self.sched.drain(n.name, "disk")
+        elif n.drained and n.backlog_mb < 0.9 * full:
+            n.drained = False
+            self.sched.undrain(n.name)
 
     # ------------------------------------------------------------------ run
 
