@@ -30,6 +30,7 @@ from .s3_store import S3Store, StoreAuthError, StoreConflict, StoreUnreachable
 
 COMPLETION = "_COMPLETE.json"
 TOMBSTONE = "UPLOADED.json"
+UNVERIFIED = "UPLOADED_UNVERIFIED.json"  # upload.verify off: in the store, kept here
 SNAP_MARK = ".uploaded"
 
 
@@ -56,7 +57,7 @@ def eligible(root: Path, quiet_s: float, now: float | None = None) -> list[tuple
         inst = prog.parent
         for traj, (_, key) in sorted(read_progress(inst).items()):
             d = inst / traj
-            if not d.is_dir() or (d / TOMBSTONE).exists():
+            if not d.is_dir() or (d / TOMBSTONE).exists() or (d / UNVERIFIED).exists():
                 continue
             files = [p for p in d.rglob("*") if p.is_file()]
             if files and now - max(p.stat().st_mtime for p in files) >= quiet_s:
@@ -101,6 +102,7 @@ class Uploader:
         self.store.put_bytes(data, f"{base}/{COMPLETION}")  # last: the trajectory is complete
         self.stats.trajectories += 1
         if not self.cfg.verify:
+            (d / UNVERIFIED).write_bytes(data)
             return True  # unverified objects: nothing local is deleted
         (d / TOMBSTONE).write_bytes(data)  # first, so a crash mid-delete is resumable
         for rel in manifest:

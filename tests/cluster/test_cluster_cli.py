@@ -127,3 +127,20 @@ def _cmdline(d: Path) -> bytes:
         return (d / "cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_up_refuses_an_unreachable_head_and_an_unknown_engine_user(tmp_path):
+    env = subprocess_env({"RAY_TMPDIR": str(tmp_path)})
+    port = _free_port()  # nothing listens there
+    r = subprocess.run([sys.executable, "-m", "stages.cli", "cluster", "up", "--address",
+                        f"127.0.0.1:{port}", "--node", "w1"], env=env, text=True,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 2 and f"no Ray head answers at 127.0.0.1:{port}" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "stages.cli", "cluster", "-S",
+                        "cluster.engine_user=no-such-user-here", "up", "--head"], env=env,
+                       text=True, capture_output=True, timeout=60)
+    assert r.returncode == 2 and "cluster.engine_user 'no-such-user-here'" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "stages.cli", "cluster", "-S",
+                        "upload.bucket=Not_A_Bucket", "status"], env=env, text=True,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 2 and "upload.bucket 'Not_A_Bucket'" in r.stderr

@@ -221,3 +221,19 @@ def test_a_wrong_secret_names_endpoint_and_key_id_never_the_secret(s3server, tmp
             data = f.read_bytes()
             assert bad_secret.encode() not in data, f
             assert s3server.secret_key.encode() not in data, f
+
+
+def test_without_verification_nothing_local_is_deleted_and_nothing_is_sent_twice(
+        s3server, s3env, tmp_path):
+    from stages.cluster.uploader import UNVERIFIED
+
+    ucfg = upload_cfg(s3server, "noverify-b", verify=False)
+    root = tmp_path / "renders"
+    inst = finished_instance(root, "n1-V", {"traj_000": {"back.mp4": 5000}})
+    want = _local(inst)
+    up = Uploader(ucfg, root, "n1", log=lambda m: None)
+    assert up.scan_once() == 1 and up.scan_once() == 0
+    stored = _stored(s3server.client(), "noverify-b")
+    assert {k: v for k, v in stored.items() if not k.endswith(COMPLETION)} == want
+    assert (inst / "traj_000" / "back.mp4").stat().st_size == 5000  # kept
+    assert (inst / "traj_000" / UNVERIFIED).exists() and up.stats.files_written == 1
