@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         "lerobot": lambda a: _stage_main("lerobot_export", a),
         "report": lambda a: _stage_main("report", a),
         "node": lambda a: _stage_main("cluster.node_cli", a),
-        "cluster": lambda a: _stage_main("cluster.cluster_cli", a),
+        # `cluster simulate` is the simulator's own CLI; the rest is cluster_cli
+        "cluster": lambda a: (_stage_main("cluster.simulate.cli", a[1:])
+                              if a[:1] == ["simulate"] else _stage_main("cluster.cluster_cli", a)),
     }
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: wmforge {" + ",".join(commands) + "} [args]\n\n"
@@ -83,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
               "  diff REV_A REV_B   what changed in the dataset between two git revisions\n"
               "  node run|slots|snapshots   the node runner: Stage I + II on every slot of this "
               "machine; its slot plan; failure snapshots by reason\n"
-              "  cluster up|run|status|health|down|upload|s3-local   production over Ray + S3")
+              "  cluster up|run|status|health|down|upload|s3-local   production over Ray + S3\n"
+              "  cluster simulate   the 25 x 8 cluster simulation report (predictions)")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

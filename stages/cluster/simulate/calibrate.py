@@ -1,0 +1,111 @@
+"""Calibration: the model against measured runs, before any 25 × 8 figure.
+
+1. The H200 node-runner column (README Benchmarks): the model, fed the harness throughput and
+   the 1-slot fixed cost, predicts the runner's five-view frames/s at 4, 8 and 16 slots.
+2. The test cluster (``tests/data/cluster_calibration.json``, written by a benchmark on this
+   machine): costs measured there, runs measured there; the model predicts each run's
+   throughput (and recovery after a node is removed) from the costs alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from .config import SimConfig
+from .model import ClusterSim
+from .profiles import (
+    H200_BENCH_FRAMES,
+    H200_NODE_RUNNER_FPS,
+    CostProfile,
+    embedded_h200,
+)
+
+H200_TOLERANCE = 0.06  # relative, per slot count
+MEASUREMENT = Path(__file__).resolve().parents[3] / "tests" / "data" / "cluster_calibration.json"
+
+
+def h200_node_runner() -> dict:
+    """Each of n slots renders one 300-frame trajectory of its own level (bench_node.py)."""
+    rows = []
+    for n, measured in sorted(H200_NODE_RUNNER_FPS.items()):
+        prof = embedded_h200().scaled(frames_per_trajectory=H200_BENCH_FRAMES,
+                                      trajectories_per_unit=1, stage1_s_per_frame=0.0)
+        cfg = SimConfig(profile=prof.name, nodes=1, gpus_per_node=1, slots_per_gpu=n,
+                        levels=n, passes=1, finite=True, steady_start=False, horizon_h=10.0,
+                        warmup_h=0.0,
+                        poll_s=1.0)
+        fig = ClusterSim(cfg, prof).run()
+        pred = n * H200_BENCH_FRAMES / fig["makespan_s"]
+        rows.append({"slots": n, "measured_fps": measured, "predicted_fps": round(pred, 2),
+                     "error": round(pred / measured - 1, 4)})
+    ok = all(abs(r["error"]) <= H200_TOLERANCE for r in rows)
+    return {"what": "H200 node runner, Stage II, one 300-frame trajectory per slot (README "
+                    "Benchmarks, bench_node.py, 2026-12-03)", "tolerance": H200_TOLERANCE,
+            "rows": rows, "ok": ok}
+
+
+def measured_profile(m: dict) -> CostProfile:
+    c = m["costs"]
+    return CostProfile(
+        name="test-cluster", source=f"measured: {m['source']} on {m['machine']}, {m['date']}",
+        gpu_fps={int(k): float(v) for k, v in c["render_fps"].items()},
+        frames_per_trajectory=int(c["frames_per_trajectory"]),
+        trajectories_per_unit=int(c["trajectories_per_unit"]),
+        stage1_s_per_frame=float(c["stage1_s_per_trajectory"]) / int(c["frames_per_trajectory"]),
+        cold_load_s=float(c["load_s"]), warm_load_s=float(c["load_s"]),
+        default_slots_per_gpu=1)
+
+
+def predict_run(m: dict, run: dict) -> dict:
+    prof = measured_profile(m)
+    cfg = SimConfig(profile=prof.name, nodes=int(run["nodes"]), gpus_per_node=1,
+                    slots_per_gpu=int(run["slots_per_node"]), levels=int(run["levels"]),
+                    passes=int(run.get("passes", 1)), finite=True, one_host=True,
+                    steady_start=False,
+                    barrier=bool(run.get("barrier", True)), horizon_h=100.0, warmup_h=0.0,
+                    poll_s=float(run.get("poll_s", 0.5)), lease_s=float(run.get("lease_s", 120)),
+                    detection_s=float(run.get("detection_s", 5.0)), node_return_s=-1.0,
+                    kill=[list(k) for k in run.get("kill", [])],
+                    node_names=list(run.get("node_names", [])),
+                    level_ids=list(run.get("level_ids", [])))
+    fig = ClusterSim(cfg, prof).run()
+    tph = fig["trajectories_made"] / fig["makespan_s"] * 3600
+    out = {"name": run["name"], "model_makespan_s": fig["makespan_s"],
+           "measured_wall_s": run.get("wall_s"), "measured_trajectories_per_hour":
+           run["measured_trajectories_per_hour"], "predicted_trajectories_per_hour":
+           round(tph, 1), "error": round(tph / run["measured_trajectories_per_hour"] - 1, 4)}
+    if "measured_recovery_s" in run:
+        rec = fig["failures"]["recovery_s_mean"]
+        out.update(measured_recovery_s=run["measured_recovery_s"], predicted_recovery_s=rec,
+                   recovery_error_s=round(rec - run["measured_recovery_s"], 1))
+    return out
+
+
+def test_cluster(path: Path = MEASUREMENT) -> dict:
+    if not path.exists():
+        return {"what": f"test cluster: {path.name} missing", "ok": False, "rows": []}
+    m = json.loads(path.read_text())
+    tol = float(m["tolerance"])
+    rec_tol = float(m.get("recovery_tolerance_s", 0.0))
+    rows = []
+    for run in m["runs"]:
+        r = predict_run(m, run)
+        # a run marked gate: false is shown with its error and the reason, not gated on
+        r["gated"] = bool(run.get("gate", True))
+        r["why_not_gated"] = run.get("why", "")
+        rows.append(r)
+    ok = all(abs(r["error"]) <= tol and (
+        "recovery_error_s" not in r or abs(r["recovery_error_s"]) <= rec_tol)
+        for r in rows if r["gated"])
+    return {"what": f"{m['what']} ({m['machine']}, {m['date']})", "source": m["source"],
+            "tolerance": tol, "recovery_tolerance_s": rec_tol, "rows": rows, "ok": ok,
+            "costs": m["costs"]}
+
+
+def calibration(path: Path = MEASUREMENT) -> dict:
+    return {"h200_node_runner": h200_node_runner(), "test_cluster": test_cluster(path)}
+
+
+__all__ = ["calibration", "h200_node_runner", "test_cluster", "replace"]
