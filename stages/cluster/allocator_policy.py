@@ -39,6 +39,9 @@ class NodeCounts:
     lost: int = 0  # finished here but never delivered (the node left with its disk)
 
 
+EXPIRED_KEPT = 10_000  # expired leases remembered for late completions
+
+
 @dataclass
 class AllocatorPolicy:
     levels: list[str]
@@ -53,6 +56,8 @@ class AllocatorPolicy:
     drained: dict[str, str] = field(default_factory=dict)  # node → reason
     counts: dict[str, NodeCounts] = field(default_factory=dict)
     seq: int = 0
+    # leases that expired, kept so a late completion still counts (the last EXPIRED_KEPT)
+    expired: dict[str, Lease] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.owner and self.nodes:
@@ -153,7 +158,7 @@ class AllocatorPolicy:
     def complete(self, lease_id: str, node: str, now: float, trajectories: int = 0) -> bool:
         """Mark a lease's unit done. A late completion of an expired lease still counts (its
         outputs are keyed: idempotent); True when the unit was not done before."""
-        ls = self.leases.pop(lease_id, None)
+        ls = self.leases.pop(lease_id, None) or self.expired.pop(lease_id, None)
         if ls is None:
             return False
         self.counts.setdefault(node, NodeCounts()).completed += 1
@@ -167,6 +172,9 @@ class AllocatorPolicy:
         for ls in gone:
             del self.leases[ls.lease_id]
             self.counts.setdefault(ls.node, NodeCounts()).expired += 1
+            self.expired[ls.lease_id] = ls
+        while len(self.expired) > EXPIRED_KEPT:  # oldest first (insertion order)
+            del self.expired[next(iter(self.expired))]
         return gone
 
     def report_lost(self, node: str, n: int) -> None:
@@ -196,6 +204,7 @@ class AllocatorPolicy:
                 "passes": self.passes, "seed": self.seed, "lease_s": self.lease_s,
                 "owner": self.owner, "done": sorted([lv, p] for lv, p in self.done),
                 "leases": [asdict(x) for x in self.leases.values()],
+                "expired": [asdict(x) for x in self.expired.values()],
                 "attempts": self.attempts, "drained": self.drained,
                 "counts": {n: asdict(c) for n, c in self.counts.items()}, "seq": self.seq}
 
@@ -210,7 +219,8 @@ class AllocatorPolicy:
                    leases={x["lease_id"]: Lease(**x) for x in d["leases"]},
                    attempts=dict(d["attempts"]), drained=dict(d["drained"]),
                    counts={n: NodeCounts(**c) for n, c in d["counts"].items()},
-                   seq=int(d["seq"]))
+                   seq=int(d["seq"]),
+                   expired={x["lease_id"]: Lease(**x) for x in d.get("expired", [])})
 
 
 __all__ = ["AllocatorPolicy", "Lease", "NodeCounts"]

@@ -59,6 +59,24 @@ def test_an_expired_lease_goes_back_and_a_late_completion_is_idempotent():
     assert (bal["done"], bal["expired"], bal["trajectories"]) == (1, 1, 3)
 
 
+def test_a_late_completion_of_an_expired_lease_counts_and_survives_a_restart():
+    """At-least-once: a node whose lease expired (slow, partitioned) may still finish; its
+    keyed outputs are the unit's, so the unit is done, the re-lease's completion changes
+    nothing, and the allocator's persisted state remembers the expired lease."""
+    from stages.cluster.allocator_policy import AllocatorPolicy
+
+    pol = _policy(passes=1, lease_s=10.0)
+    a = pol.lease("n1", now=0.0)
+    assert a is not None and pol.expire(now=10.0)[0].lease_id == a.lease_id
+    b = pol.lease("n1", now=10.0)
+    assert b is not None and (b.level_id, b.pass_index) == (a.level_id, a.pass_index)
+    restored = AllocatorPolicy.from_dict(pol.to_dict())
+    for p_ in (pol, restored):
+        assert p_.complete(a.lease_id, "n1", now=11.0, trajectories=2)  # late, still counts
+        assert (a.level_id, a.pass_index) in p_.done
+        assert not p_.complete(b.lease_id, "n1", now=12.0)  # already done
+
+
 def test_a_node_leaving_or_joining_moves_a_minimal_share_of_levels():
     pol = _policy()
     before = dict(pol.owner)
