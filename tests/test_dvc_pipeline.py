@@ -77,7 +77,23 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
     work, env = clone
     _run(["dvc", "repro"], work, env)
     _git_commit(work, env, "pipeline outputs for the sweep")
-    _run(["dvc", "exp", "run", "--queue", "-S", "select.brisque_max=50,70"], work, env)
+    # a stricter threshold that retains fewer levels than the committed 70 but some: read off
+    # the pipeline's own scores (they move with the renderer and the sample assets), so the
+    # sweep must reproduce exactly what select computes for it
+    from stages.config import load_params
+    from stages.select import select_levels
+
+    views = pd.read_parquet(work / "data/score/views.parquet")
+    screen = pd.read_parquet(work / "data/screen/levels.parquet")
+    scfg = load_params(str(work / "params.yaml")).select
+
+    def kept(t: float) -> int:
+        scfg.brisque_max = t
+        return int(select_levels(views, screen, scfg, "brisque")["retained"].sum())
+    at70 = kept(70.0)
+    strict = next(t for t in range(69, 0, -1) if 0 < kept(float(t)) < at70)
+    want = kept(float(strict))
+    _run(["dvc", "exp", "run", "--queue", "-S", f"select.brisque_max={strict},70"], work, env)
     _run(["dvc", "queue", "start", "-j", "1"], work, env)
     deadline = time.time() + 900
     while time.time() < deadline:
@@ -90,8 +106,8 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
     names = [ln.split()[0] for ln in status.splitlines()[1:] if "Success" in ln]
     assert len(names) == 2, status
     logs = [_run(["dvc", "queue", "logs", name], work, env) for name in names]
-    # brisque_max=70 is the committed value: nothing to do; 50 re-runs select onwards (stricter,
-    # yet some sample level passes it: a threshold rejecting every level stops select)
+    # brisque_max=70 is the committed value: nothing to do; the stricter one re-runs select
+    # onwards (some level passes it: a threshold rejecting every level stops select)
     assert sum("Running stage 'select'" in log for log in logs) == 1, logs
     for log in logs:
         assert "Stage 'screen' didn't change" in log and "Stage 'score' didn't change" in log
@@ -115,8 +131,9 @@ def test_sweep_queue_shows_retained_levels_per_threshold(clone):
                 walk(v)
 
     walk(shown)
-    assert 50.0 in retained and 70.0 in retained, retained
-    assert 0 < retained[50.0] < retained[70.0]
+    assert float(strict) in retained and 70.0 in retained, retained
+    assert retained[float(strict)] == want and retained[70.0] == at70
+    assert 0 < retained[float(strict)] < retained[70.0]
 
 
 def test_exp_run_set_param_changes_output(clone):
