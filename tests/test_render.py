@@ -136,6 +136,10 @@ def test_instance_killed_mid_trajectory_recovers_finished_ones_bit_identical(tra
     ours = sorted(p.name for p in (inst / "traj_0000").iterdir())
     assert ours == sorted(p.name for p in ref.iterdir())
     for name in ours:
+        if name == "meta.json" and _sha(inst / "traj_0000" / name) != _sha(ref / name):
+            a_, b_ = (json.loads((d / name).read_text()) for d in (inst / "traj_0000", ref))
+            diff = {k: (a_.get(k), b_.get(k)) for k in set(a_) | set(b_) if a_.get(k) != b_.get(k)}
+            raise AssertionError(f"meta.json differs in {sorted(diff)}: {diff}")
         assert _sha(inst / "traj_0000" / name) == _sha(ref / name), name
 
 

@@ -141,6 +141,8 @@ class InstanceRenderer:
         up = _level_up_axis(meta, path)
         key = f"{path}|{lv.get('scale', 1.0)}|{up}"
         self._renderer().set_exposure(ev)
+        # the same report whether or not this renderer loaded the level for this trajectory
+        # (render order must never change a meta.json)
         self.level_report["exposure_compensation"] = ev
         if key == self.level_key:
             return
@@ -312,6 +314,8 @@ class InstanceRenderer:
             r.set_auto_exposure(1.0)
             return {"auto": 1.0, "metered_frames": 0}
         codes = []
+        samples, exact = poses(0)
+        r.meter(samples, exact, dz)  # prime: the shadow map and caches at the first pose
         for f in range(k):
             if ptab is not None:
                 r.place_props(ptab[f])
@@ -319,8 +323,9 @@ class InstanceRenderer:
             codes.append(r.meter(samples, exact, dz))
         mult, mean = exposure_from_meter(np.stack(codes), float(self.s["exposure_key"]))
         r.set_auto_exposure(mult)
+        del mean  # recorded only through the 1/8-stop exposure it gives (same bytes everywhere)
         return {"auto": mult, "auto_ev": math.log2(mult), "metered_frames": k,
-                "mean_log2_luminance": mean, "key": float(self.s["exposure_key"]),
+                "key": float(self.s["exposure_key"]),
                 "compensation_ev": r.exposure_comp_ev, "tone_map": self.s.get("tone_map")}
 
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,

@@ -371,5 +371,7 @@ def exposure_from_meter(codes: np.ndarray, key: float) -> tuple[float, float]:
     geometric mean luminance is brought to ``key`` (mid grey), within [2^-8, 2^10]."""
     log2l = codes.astype(np.float64) / 255.0 * 24.0 - 16.0
     mean = float(np.mean(log2l))
-    ev = math.log2(key) - mean
+    # in 1/8 stops, as a camera's meter steps: a renderer's state before the first metered
+    # frame (a one-frame-old shadow map) must not move the exposure, nor the bytes
+    ev = round((math.log2(key) - mean) * 8.0) / 8.0
     return float(2.0 ** min(max(ev, -8.0), 10.0)), mean
