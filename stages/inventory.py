@@ -35,7 +35,7 @@ from .config import ConfigError, InventoryConfig, load_params
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model, unreal_package_problem
 from .core.spawns import parse_starts
-from .inventory_characters import _Probes, discover, inventory_characters
+from .inventory_characters import _Probes, characters_table, discover
 from .parquet_io import write_parquet
 
 LEVEL_COLUMNS = [
@@ -358,6 +358,13 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
     return df.sort_values("level_id", kind="stable").reset_index(drop=True)
 
 
+def inventory_characters(root: Path, cfg: InventoryConfig,
+                         entries: list[Entry] | None = None) -> pd.DataFrame:
+    """characters.parquet's rows for the library at ``root`` (walked when no entries)."""
+    entries = entries if entries is not None else list(walk_library(root.resolve()))
+    return characters_table(root, cfg, entries)
+
+
 @dataclass
 class InventoryResult:
     levels: pd.DataFrame
@@ -379,7 +386,7 @@ def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> Inve
     levels = inventory_levels(root, cfg, overrides, entries, owned)
     known = set(levels["level_id"])
     notes = [f"override for unknown level '{k}' ignored" for k in overrides if k not in known]
-    return InventoryResult(levels, inventory_characters(root, cfg, entries, probe), notes)
+    return InventoryResult(levels, characters_table(root, cfg, entries, probe), notes)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -229,14 +229,11 @@ def _model_stem(model: Path) -> str:
     return name
 
 
-def inventory_characters(root: Path, cfg: InventoryConfig, entries: list[Any] | None = None,
-                         probe: Callable[..., ModelProbe] | None = None) -> pd.DataFrame:
-    """Rows for every character under ``root``: sidecar ones, then discovered ones."""
+def characters_table(root: Path, cfg: InventoryConfig, entries: list[Any],
+                     probe: Callable[..., ModelProbe] | None = None) -> pd.DataFrame:
+    """Rows for every character among ``entries`` (the library walk): sidecar ones, then
+    discovered ones."""
     root = root.resolve()
-    if entries is None:
-        from .inventory import walk_library
-
-        entries = list(walk_library(root))
     probe = probe or _Probes(cfg, root)
     files = [e.path for e in entries if e.path is not None]
     sidecars = [e for e in entries if e.path is not None and e.path.name == "character.json"]

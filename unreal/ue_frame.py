@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from stages.core.cameras import quat_from_columns
+
 CM_PER_M = 100.0
 
 Vec3 = tuple[float, float, float]
@@ -103,29 +105,6 @@ def _quat_matrix(q: Sequence[float]) -> tuple[Vec3, Vec3, Vec3]:
     return c0, c1, c2
 
 
-def _quat_from_matrix(c0: Sequence[float], c1: Sequence[float], c2: Sequence[float]) -> Quat:
-    m00, m10, m20 = c0
-    m01, m11, m21 = c1
-    m02, m12, m22 = c2
-    tr = m00 + m11 + m22
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = (0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s)
-    elif m00 > m11 and m00 > m22:
-        s = math.sqrt(1.0 + m00 - m11 - m22) * 2
-        q = ((m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s)
-    elif m11 > m22:
-        s = math.sqrt(1.0 + m11 - m00 - m22) * 2
-        q = ((m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s)
-    else:
-        s = math.sqrt(1.0 + m22 - m00 - m11) * 2
-        q = ((m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s)
-    if q[0] < 0:
-        q = (-q[0], -q[1], -q[2], -q[3])
-    n = math.sqrt(sum(v * v for v in q))
-    return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)
-
-
 def _mirror(v: Sequence[float]) -> Vec3:
     return (v[0], -v[1], v[2])
 
@@ -142,7 +121,7 @@ def cv_quat_from_camera_rotator(roll: float, pitch: float, yaw: float) -> Quat:
     x, y, z = ue_axes(roll, pitch, yaw)  # forward, right, up (Unreal vectors)
     fwd, right, up = _mirror(x), _mirror(y), _mirror(z)
     down = (-up[0], -up[1], -up[2])
-    return _quat_from_matrix(right, down, fwd)
+    return quat_from_columns(right, down, fwd)
 
 
 def character_rotator(yaw_deg: float, yaw_correction_deg: float = 0.0) -> tuple[float, float,

@@ -121,7 +121,13 @@ def look_rotation(forward: Sequence[float], hint_up: Sequence[float] = (0, 0, 1)
         r = _cross(f, fallback_up)
     r = _norm(r)
     d = _cross(f, r)
-    # rotation matrix with columns r, d, f
+    return quat_from_columns(r, d, f)
+
+
+def quat_from_columns(c0: Sequence[float], c1: Sequence[float], c2: Sequence[float]
+                      ) -> tuple[float, float, float, float]:
+    """Unit quaternion (w, x, y, z), w >= 0, of the rotation matrix with columns c0, c1, c2."""
+    r, d, f = c0, c1, c2
     m00, m01, m02 = r[0], d[0], f[0]
     m10, m11, m12 = r[1], d[1], f[1]
     m20, m21, m22 = r[2], d[2], f[2]
