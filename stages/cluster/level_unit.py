@@ -57,18 +57,11 @@ def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
             scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
             model_path=str(library / str(r["model_path"])),
             up_axis=normalize_coordinate_system(r.get("up_axis")),
-            footprint=_opt_float(r.get("footprint_m")) or 0.0,
+            footprint=_num(r.get("footprint_m")) or 0.0,
             animations=json.loads(str(r["animation_json"]))))
     if not specs:
         raise ConfigError("no usable character in characters.parquet")
     return specs
-
-
-def _opt_float(v: object) -> float | None:
-    """A per-level override cell: None for missing/NaN, else a float."""
-    if v is None or (isinstance(v, float) and v != v):
-        return None
-    return float(v)  # type: ignore[arg-type]
 
 
 def _num(v: object) -> float | None:
@@ -256,7 +249,7 @@ class LevelUnit:
             "load_path": self.load_path, "path_map": self.path_map1,
             "scale": float(self.row["scale"]),
             "up_axis": normalize_coordinate_system(self.row["up_axis"]),
-            "camera_scale": _opt_float(self.row.get("camera_scale")),
+            "camera_scale": _num(self.row.get("camera_scale")),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
             "seed": cfg.seed, "engine": asdict(cfg.engine),
             "characters": [asdict(s) | ({"walk_speed": over["walk_speed"]}
