@@ -111,6 +111,9 @@ class AllocatorService:
     def report_lost(self, node: str, n: int) -> None:
         self._do(self.policy.report_lost, node, n)
 
+    def reopen(self, levels: list[str]) -> list[list]:
+        return [list(u) for u in self._do(self.policy.reopen, list(levels))]
+
     def expire(self) -> int:
         return len(self._do(self.policy.expire, time.time()))
 

@@ -180,6 +180,14 @@ class AllocatorPolicy:
     def report_lost(self, node: str, n: int) -> None:
         self.counts.setdefault(node, NodeCounts()).lost += n
 
+    def reopen(self, levels: list[str]) -> list[tuple[str, int]]:
+        """Put the done units of ``levels`` back (a node left with its disk after completing
+        them, before its uploads were delivered): they are leased again, and a unit makes only
+        what the store does not hold yet (outputs are keyed). Returns the units reopened."""
+        back = sorted(u for u in self.done if u[0] in set(levels))
+        self.done.difference_update(back)
+        return back
+
     def finished(self) -> bool:
         return len(self.done) >= len(self.levels) * max(1, self.passes)
 

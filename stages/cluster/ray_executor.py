@@ -332,6 +332,7 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
             mon.loop.remote()
             monitors.append(mon)
     results: dict[str, dict] = {}
+    by_name = dict(zip(sorted(nodes), actors, strict=True))
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
         name = refs.pop(ready[0])
@@ -350,11 +351,21 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
                 lost = finished_not_delivered(node_paths(job.work_root, name)["renders"],
                                               S3Store(cfg.upload), cfg.upload.prefix)
             ray.get(alloc.report_lost.remote(name, len(lost)))
+            # units it completed before its uploads were delivered go back (a re-run makes
+            # only what the store lacks); nodes that already stopped take them up again
+            reopened = ray.get(alloc.reopen.remote(
+                sorted(set(moved) | {"/".join(p.split("/")[:2]) for p in lost})))
             results[name] = {"node": name, "died": type(exc).__name__, "lost": lost,
-                             "levels_moved": moved}
+                             "levels_moved": moved, "units_reopened": reopened}
             log(f"cluster: node {name} died ({type(exc).__name__}); {len(moved)} levels moved "
                 f"to the others; {len(lost)} finished trajectories lost with its disk, made "
-                "again elsewhere")
+                f"again elsewhere; {len(reopened)} completed units reopened")
+            if not ray.get(alloc.state.remote())["finished"]:
+                running = set(refs.values())
+                for other, actor in by_name.items():
+                    if other not in running and "died" not in results.get(other, {"died": 1}):
+                        log(f"cluster: node {other} runs again for the reopened work")
+                        refs[actor.run.remote()] = other
     for mon in monitors:
         with contextlib.suppress(Exception):  # a monitor of a dead node is gone with it
             ray.get(mon.stop.remote(), timeout=10)

@@ -98,6 +98,28 @@ def test_a_node_leaving_or_joining_moves_a_minimal_share_of_levels():
     assert sum(pol2.owner[lv] != _policy().owner[lv] for lv in LEVELS) == len(taken)
 
 
+def test_units_completed_by_a_node_that_then_died_are_reopened_for_their_new_owner():
+    """A node completed its unit, then died before its uploads were delivered: once every unit
+    is done the run looks finished; reopening the dead node's levels puts exactly those units
+    back, and they are leased to the levels' new owners."""
+    pol = _policy(passes=1)
+    for n in NODES:  # every unit of every node leased and completed
+        while (ls := pol.lease(n, now=0.0)) is not None:
+            assert pol.complete(ls.lease_id, n, now=0.5, trajectories=2)
+    assert pol.finished()
+    moved = pol.leave("n1", now=1.0)
+    assert moved and pol.finished()  # nothing in flight: without a reopen nobody redoes them
+    back = pol.reopen(moved)
+    assert sorted(back) == sorted((lv, 0) for lv in moved) and not pol.finished()
+    again = []
+    for n in ("n2", "n3"):
+        while (ls := pol.lease(n, now=2.0)) is not None:
+            assert ls.level_id in moved and pol.owner[ls.level_id] == n
+            again.append(ls.level_id)
+    assert sorted(again) == sorted(moved)
+    assert pol.reopen([]) == []
+
+
 def test_a_drained_node_gets_no_lease_until_undrained():
     pol = _policy()
     pol.drain("n1", "disk_pressure")
