@@ -44,16 +44,11 @@ def _sha(p: Path) -> str:
 def _tree(root: Path) -> dict[str, str]:
     """relative path → sha256 of every file under each trajectory folder (instance names
     dropped: they carry the time and differ by design)."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and "traj_" in p.parent.name:
-            parts = p.relative_to(root).parts
-            key = "/".join(parts[:2] + parts[3:]) if len(parts) > 4 else "/".join(parts)
-            out[key] = _sha(p)
-    return out
+    return {k: _sha(p) for k, p in _files(root).items()}
 
 
 def _files(root: Path) -> dict[str, Path]:
+    """relative path (instance name dropped) → file, under each trajectory folder."""
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and "traj_" in p.parent.name:

@@ -184,7 +184,8 @@ class AllocatorPolicy:
         """Put the done units of ``levels`` back (a node left with its disk after completing
         them, before its uploads were delivered): they are leased again, and a unit makes only
         what the store does not hold yet (outputs are keyed). Returns the units reopened."""
-        back = sorted(u for u in self.done if u[0] in set(levels))
+        wanted = set(levels)
+        back = sorted(u for u in self.done if u[0] in wanted)
         self.done.difference_update(back)
         return back
 
