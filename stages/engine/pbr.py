@@ -100,7 +100,12 @@ uniform float ibl_strength;
 uniform float shadow_bias;
 uniform float shadow_texel;
 uniform int shadow_light;    // index of the shadow-casting sun among the lights (-1: none)
-uniform int pcf_taps;        // soft-shadow taps (1-8)
+uniform int pcf_taps;        // soft-shadow taps per output pixel (1-8)
+uniform vec2 inv_tile_size;  // the atlas: tiles of one view and sample each (1 / size, px),
+uniform float tiles_per_row; // tiles_per_row wide, view-major (tile = view * nsamples + sample)
+uniform float nsamples;      // samples per view (spatial x temporal)
+uniform int num_lights;      // lights bound (at most MAX_LIGHTS)
+uniform float light_range[MAX_LIGHTS];  // glTF range per light, m (0: unbounded)
 @SKY@
 in vec3 v_view_position;
 in vec4 v_color;
@@ -119,20 +124,29 @@ vec3 irradiance_sh(vec3 n) {
         + sh_coeffs[7] * 1.092548 * n.x * n.z
         + sh_coeffs[8] * 0.546274 * (n.x * n.x - n.y * n.y);
 }
+// a Poisson disc; each tap is a hardware 2x2 comparison
+const vec2 PCF_TAPS[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(-0.203, 0.621),
+    vec2(0.473, -0.480), vec2(-0.840, -0.074), vec2(0.519, 0.767), vec2(0.185, -0.893),
+    vec2(-0.696, 0.457));
 float shadow_pcf(sampler2DShadow m, vec4 p) {
     vec3 c = p.xyz / p.w;
     if (c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0) return 1.0;
     c.z -= shadow_bias;
-    float s = 0.0;
-    // a Poisson disc of pcf_taps taps, each a hardware 2x2 comparison: a soft edge
-    vec2 taps[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(-0.203, 0.621),
-        vec2(0.473, -0.480), vec2(-0.840, -0.074), vec2(0.519, 0.767), vec2(0.185, -0.893),
-        vec2(-0.696, 0.457));
+    // the pcf_taps taps of a pixel are spread over its samples (the atlas tile this fragment
+    // is in says which sample it is): each sample takes ceil(pcf_taps / samples) of them, so
+    // the resolved pixel averages at least pcf_taps taps while each sample pays for few
+    // (float arithmetic: integer division is slow on GPUs; the values are small integers)
+    vec2 tc = floor(gl_FragCoord.xy * inv_tile_size);
+    float tile = tc.y * tiles_per_row + tc.x;
+    int k = int(tile - nsamples * floor((tile + 0.5) / nsamples));
     int n = clamp(pcf_taps, 1, 8);
-    for (int k = 0; k < n; ++k) {
-        s += texture(m, vec3(c.xy + taps[k] * shadow_texel * 2.5, c.z));
+    int per = max(1, int(ceil(float(n) / nsamples - 1e-4)));
+    int first = k * per;
+    float s = 0.0;
+    for (int j = 0; j < per; ++j) {
+        s += texture(m, vec3(c.xy + PCF_TAPS[(first + j) & 7] * shadow_texel * 2.5, c.z));
     }
-    return s / float(n);
+    return s / float(per);
 }
 void main() {
     vec4 base = p3d_Material.baseColor * v_color * p3d_ColorScale
@@ -143,26 +157,35 @@ void main() {
     float a = rough * rough;
     vec3 diffuse = base.rgb * (1.0 - metallic) * 0.96;
     vec3 f0 = mix(vec3(0.04), base.rgb, metallic);
-    vec3 nm = texture(p3d_TextureNormal, v_texcoord).rgb;
     vec3 n = normalize(v_view_tbn[2]);
-    if (dot(v_view_tbn[0], v_view_tbn[0]) > 0.5 && nm != vec3(1.0)) {
-        vec2 xy = nm.rg * 2.0 - 1.0;
-        vec3 tn = vec3(xy, sqrt(clamp(1.0 - dot(xy, xy), 0.0, 1.0)));
-        n = normalize(v_view_tbn * tn);
+    if (dot(v_view_tbn[0], v_view_tbn[0]) > 0.5) {  // a normal map needs tangents
+        vec3 nm = texture(p3d_TextureNormal, v_texcoord).rgb;
+        if (nm != vec3(1.0)) {
+            vec2 xy = nm.rg * 2.0 - 1.0;
+            vec3 tn = vec3(xy, sqrt(clamp(1.0 - dot(xy, xy), 0.0, 1.0)));
+            n = normalize(v_view_tbn * tn);
+        }
     }
     vec3 v = normalize(-v_view_position);
     if (dot(n, v) < 0.0) n = -n;  // two-sided and back faces: light the side that is seen
     float nv = clamp(dot(n, v), 1e-4, 1.0);
     vec3 color = vec3(0.0);
-    for (int i = 0; i < MAX_LIGHTS; ++i) {
+    for (int i = 0; i < num_lights; ++i) {
         vec3 lc = p3d_LightSource[i].diffuse.rgb;
         if (dot(lc, lc) < 1e-6) continue;
         vec3 lp = p3d_LightSource[i].position.xyz - v_view_position * p3d_LightSource[i].position.w;
-        vec3 l = normalize(lp);
         float dist = length(lp);
+        float range = light_range[i];
+        if (range > 0.0 && dist >= range) continue;  // beyond the light's glTF range: no light
+        vec3 l = lp / max(dist, 1e-6);
         vec3 att = p3d_LightSource[i].attenuation;
         float atten = p3d_LightSource[i].position.w == 0.0 ? 1.0
             : 1.0 / max(att.x + att.y * dist + att.z * dist * dist, 1e-4);
+        if (range > 0.0) {  // KHR_lights_punctual's window: falls smoothly to 0 at the range
+            float q = dist / range;
+            float w = clamp(1.0 - q * q * q * q, 0.0, 1.0);
+            atten *= w * w;
+        }
         float cut = p3d_LightSource[i].spotCosCutoff;
         if (cut > 0.001) {
             float sc = dot(normalize(p3d_LightSource[i].spotDirection), -l);
@@ -195,7 +218,9 @@ void main() {
     vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
     vec3 spec_env = rough > 0.75 ? irr / PI : mix(sky_radiance(wr), irr / PI, rough);
     color += ibl_strength * (diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y));
-    color += p3d_Material.emission.rgb * texture(p3d_TextureEmission, v_texcoord).rgb;
+    if (dot(p3d_Material.emission.rgb, vec3(1.0)) > 0.0) {  // no fetch for the unlit
+        color += p3d_Material.emission.rgb * texture(p3d_TextureEmission, v_texcoord).rgb;
+    }
     o_color = vec4(color, base.a);
 }
 """.replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL)

@@ -53,7 +53,8 @@ class Look:
     # it covers, m (the map is refitted around the character every frame)
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
-    # shadow-map taps per pixel (each a hardware 2x2 comparison): softness against speed
+    # shadow-map taps per output pixel (each a hardware 2x2 comparison): softness against
+    # speed; a pixel's taps are spread over its samples (8 samples: one tap each)
     shadow_pcf_taps: int = 4
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
@@ -388,6 +389,10 @@ class ReplayRenderer:
         self.scene.setShaderInput("shadow_texel", 1.0 / self.look.shadow_map_size)
         self.scene.setShaderInput("shadow_light", -1)
         self.scene.setShaderInput("pcf_taps", int(self.look.shadow_pcf_taps))
+        self.scene.setShaderInput("inv_tile_size", (1.0 / self.W, 1.0 / self.H))
+        self.scene.setShaderInput("tiles_per_row", float(self.tiles_per_row))
+        self.scene.setShaderInput("nsamples", float(self.N))
+        self._set_light_ranges([])
         from panda3d.core import DirectionalLight
 
         self._no_sun = NodePath(DirectionalLight("no_sun"))  # until a level brings its sun
@@ -412,6 +417,22 @@ class ReplayRenderer:
         del ColorWriteAttrib
         self.sky_np = sky
         self._set_sky({})
+
+    def _set_light_ranges(self, lights: list[Any]) -> None:
+        """How many lights the shader reads and each one's glTF range (metres in the scene,
+        0 = unbounded), in the shader's (priority) order."""
+        from panda3d.core import PTA_float
+
+        from .pbr import MAX_LIGHTS
+
+        ranges = PTA_float.emptyArray(MAX_LIGHTS)
+        for i, ln in enumerate(lights[:MAX_LIGHTS]):
+            node = ln.node()
+            d = float(node.getMaxDistance()) if hasattr(node, "getMaxDistance") else 0.0
+            scale = float(ln.getScale(self.scene).x)
+            ranges[i] = d * scale if math.isfinite(d) and d > 0 else 0.0
+        self.scene.setShaderInput("light_range", ranges)
+        self.scene.setShaderInput("num_lights", min(len(lights), MAX_LIGHTS))
 
     def _set_sky(self, lighting: dict) -> dict:
         from .pbr import sh9, sky_settings
@@ -510,6 +531,7 @@ class ReplayRenderer:
             ln.node().setPriority(len(lights) + 100 - i)
             self.scene.setLight(ln)
             rep.lights += 1
+        self._set_light_ranges(lights)
         self._make_sun(lights[0])
         self.scene.setShaderInput("shadow_light", 0)
         self.scene.setShaderInput("sun", self.sun)

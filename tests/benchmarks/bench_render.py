@@ -69,7 +69,7 @@ def make_trajectories(tmp: Path, level: str, n: int, frames: int) -> Path:
 
 
 def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
-                 frames: int, tmp: Path, enc_threads: int) -> dict:
+                 frames: int, tmp: Path, enc_threads: int, variant: str = "") -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     rcfg = load_params(overrides=[f"render.preset={preset}", "render.width=0", "render.height=0",
                                   f"render.spatial_samples={spatial}",
@@ -88,7 +88,9 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
         insts.append(inst)
     t0 = time.perf_counter()
-    running = [subprocess.Popen([sys.executable, "-m", "stages.engine.render_worker", str(i)],
+    worker = (["-m", "tests.benchmarks.look_variants", variant] if variant
+              else ["-m", "stages.engine.render_worker"])
+    running = [subprocess.Popen([sys.executable, *worker, str(i)],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                for i in insts]
     rss_timeline: list[tuple[float, float]] = []  # (s since start, MiB) of the first renderer
@@ -117,11 +119,14 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         pts = [m for t, m in rss_timeline if t <= frac * wall]
         marks[f"rss_mib_at_{int(frac * 100)}pct"] = round(max(pts), 1) if pts else None
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if variant == "overdraw":
+        return {"variant": variant, "procs": procs, "spatial": spatial,
+                "overdraw": [ln for lg in logs for ln in lg.splitlines() if "overdraw" in ln]}
     for inst, log, p in zip(insts, logs, running, strict=True):
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
             raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
     out_s = procs * frames / 30
-    return {"preset": preset, "width": w, "height": h, "spatial": spatial, "procs": procs,
+    return {"variant": variant or "base", "preset": preset, "width": w, "height": h, "spatial": spatial, "procs": procs,
             "frames": frames, "wall_s": round(wall, 2),
             "five_view_frames_per_s": round(procs * frames / wall, 2),
             "output_s_per_wall_s": round(out_s / wall, 3),
@@ -139,6 +144,9 @@ def main() -> None:
     ap.add_argument("--level", default="UrbanBlocks/Downtown")
     ap.add_argument("--encoder-threads", type=int, default=2)
     ap.add_argument("--encoder-only", action="store_true")
+    ap.add_argument("--variants", default="",
+                    help="renderer variants (tests/benchmarks/look_variants.py), e.g. "
+                         "base,const_fs,no_shadow: what each part of the look costs")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-"))
@@ -152,11 +160,15 @@ def main() -> None:
         procs = [int(p) for p in args.procs.split(",")]
         trajs = make_trajectories(tmp, args.level, max(procs), args.frames)
         for p in procs:
-            for s in (int(x) for x in args.spatial.split(",")):
+            for s, v in ((int(x), v) for x in args.spatial.split(",")
+                         for v in (args.variants.split(",") if args.variants else [""])):
                 r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
-                                 args.encoder_threads)
+                                 args.encoder_threads, v)
                 results.append(r)
-                print(f"render {r['preset']} x{s} spatial, {p} process(es): "
+                if v == "overdraw":
+                    print(f"render [overdraw] x{s}: {r['overdraw']}", flush=True)
+                    continue
+                print(f"render [{r['variant']}] {r['preset']} x{s} spatial, {p} process(es): "
                       f"{r['five_view_frames_per_s']} five-view frames/s, "
                       f"{r['output_s_per_wall_s']} output s per wall s, "
                       f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, "
