@@ -126,7 +126,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
             raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
     out_s = procs * frames / 30
-    return {"variant": variant or "base", "preset": preset, "width": w, "height": h, "spatial": spatial, "procs": procs,
+    return {"variant": variant or "base", "preset": preset, "width": w, "height": h,
+            "spatial": spatial, "procs": procs,
             "frames": frames, "wall_s": round(wall, 2),
             "five_view_frames_per_s": round(procs * frames / wall, 2),
             "output_s_per_wall_s": round(out_s / wall, 3),
