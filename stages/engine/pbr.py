@@ -130,8 +130,6 @@ const vec2 PCF_TAPS[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(
     vec2(-0.696, 0.457));
 float shadow_pcf(sampler2DShadow m, vec4 p) {
     vec3 c = p.xyz / p.w;
-    if (c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0) return 1.0;
-    c.z -= shadow_bias;
     // the pcf_taps taps of a pixel are spread over its samples (the atlas tile this fragment
     // is in says which sample it is): each sample takes ceil(pcf_taps / samples) of them, so
     // the resolved pixel averages at least pcf_taps taps while each sample pays for few
@@ -142,35 +140,45 @@ float shadow_pcf(sampler2DShadow m, vec4 p) {
     int n = clamp(pcf_taps, 1, 8);
     int per = max(1, int(ceil(float(n) / nsamples - 1e-4)));
     int first = k * per;
-    float s = 0.0;
-    for (int j = 0; j < per; ++j) {
-        s += texture(m, vec3(c.xy + PCF_TAPS[(first + j) & 7] * shadow_texel * 2.5, c.z));
+    vec2 r = vec2(shadow_texel * 2.5);
+    float z = c.z - shadow_bias;
+    // the first tap outside any branch or loop, so that it is read with the material textures
+    float s = texture(m, vec3(c.xy + PCF_TAPS[first & 7] * r, z));
+    for (int j = 1; j < per; ++j) {
+        s += texture(m, vec3(c.xy + PCF_TAPS[(first + j) & 7] * r, z));
     }
-    return s / float(per);
+    bool outside = c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0;
+    return outside ? 1.0 : s / float(per);
 }
 void main() {
-    vec4 base = p3d_Material.baseColor * v_color * p3d_ColorScale
-        * (texture(p3d_TextureModulate, v_texcoord) + p3d_TexAlphaOnly);
+    // every texture read first and together, the sun's shadow tap too: on a GPU with few
+    // graphics units (the H200's) this shader waits on memory, and reads issued together
+    // overlap their latencies where reads inside branches and loops would queue one by one
+    vec4 albedo = texture(p3d_TextureModulate, v_texcoord);
     vec4 mr = texture(p3d_TextureSelector, v_texcoord);
+    vec3 nm = texture(p3d_TextureNormal, v_texcoord).rgb;
+    float sun_shadow = shadow_light >= 0 ? shadow_pcf(sun.shadowMap, v_shadow_pos) : 1.0;
+    vec4 base = p3d_Material.baseColor * v_color * p3d_ColorScale * (albedo + p3d_TexAlphaOnly);
     float metallic = clamp(p3d_Material.metallic * mr.b, 0.0, 1.0);
     float rough = clamp(p3d_Material.roughness * mr.g, 0.04, 1.0);
     float a = rough * rough;
     vec3 diffuse = base.rgb * (1.0 - metallic) * 0.96;
     vec3 f0 = mix(vec3(0.04), base.rgb, metallic);
     vec3 n = normalize(v_view_tbn[2]);
-    if (dot(v_view_tbn[0], v_view_tbn[0]) > 0.5) {  // a normal map needs tangents
-        vec3 nm = texture(p3d_TextureNormal, v_texcoord).rgb;
-        if (nm != vec3(1.0)) {
-            vec2 xy = nm.rg * 2.0 - 1.0;
-            vec3 tn = vec3(xy, sqrt(clamp(1.0 - dot(xy, xy), 0.0, 1.0)));
-            n = normalize(v_view_tbn * tn);
-        }
+    // a normal map needs tangents; Panda3D binds a flat (white) one where a model has none
+    if (dot(v_view_tbn[0], v_view_tbn[0]) > 0.5 && nm != vec3(1.0)) {
+        vec2 xy = nm.rg * 2.0 - 1.0;
+        vec3 tn = vec3(xy, sqrt(clamp(1.0 - dot(xy, xy), 0.0, 1.0)));
+        n = normalize(v_view_tbn * tn);
     }
     vec3 v = normalize(-v_view_position);
     if (dot(n, v) < 0.0) n = -n;  // two-sided and back faces: light the side that is seen
     float nv = clamp(dot(n, v), 1e-4, 1.0);
     vec3 color = vec3(0.0);
-    for (int i = 0; i < num_lights; ++i) {
+    // a constant bound, unrolled: each light's parameters are then direct constant reads
+#pragma optionNV(unroll all)
+    for (int i = 0; i < MAX_LIGHTS; ++i) {
+        if (i >= num_lights) break;
         vec3 lc = p3d_LightSource[i].diffuse.rgb;
         if (dot(lc, lc) < 1e-6) continue;
         vec3 lp = p3d_LightSource[i].position.xyz - v_view_position * p3d_LightSource[i].position.w;
@@ -191,7 +199,7 @@ void main() {
             float sc = dot(normalize(p3d_LightSource[i].spotDirection), -l);
             atten *= smoothstep(cut - 0.02, cut + 0.02, sc);
         }
-        if (i == shadow_light) atten *= shadow_pcf(sun.shadowMap, v_shadow_pos);
+        if (i == shadow_light) atten *= sun_shadow;
         vec3 h = normalize(l + v);
         float nl = clamp(dot(n, l), 0.0, 1.0);
         float nh = clamp(dot(n, h), 0.0, 1.0);
