@@ -55,9 +55,10 @@ def test_model_reproduces_the_h200_node_runner():
 
 
 def test_model_reproduces_the_measured_test_cluster():
-    """The committed measurement (bench_cluster.py's Ray runs, costs from the node runner at its
-    settings, this machine): the model predicts each gated run's throughput from the costs
-    alone within the file's tolerance; a run not gated carries its reason and its error."""
+    """The committed measurement (bench_cluster.py's Ray runs, one with a node removed; costs
+    from the node runner at its settings, this machine): the model predicts each gated run's
+    throughput from the costs within the file's tolerance, and the removal run's recovery time
+    within its recovery tolerance; a run not gated (the fit run) carries its reason."""
     m = json.loads(MEASUREMENT.read_text())
     assert m["machine"] and m["date"] and 0 < m["tolerance"] <= 0.2
     cal = cluster_calibration()
@@ -65,6 +66,12 @@ def test_model_reproduces_the_measured_test_cluster():
     gated = [r for r in cal["rows"] if r["gated"]]
     assert gated and all(abs(r["error"]) <= m["tolerance"] for r in gated), cal["rows"]
     assert all(r["why_not_gated"] for r in cal["rows"] if not r["gated"])
+    # a gated run with a node removed: its recovery time (removal → the node's leased units
+    # completed elsewhere) within the file's recovery tolerance too
+    removed = [r for r in gated if "measured_recovery_s" in r]
+    assert removed and 0 < m["recovery_tolerance_s"] <= 15, cal["rows"]
+    assert all(abs(r["recovery_error_s"]) <= m["recovery_tolerance_s"] for r in removed)
+    assert all(r["measured_recovery_s"] > 0 and r["predicted_recovery_s"] > 0 for r in removed)
     assert cal["ok"]
 
 
@@ -127,6 +134,20 @@ def test_a_node_loss_costs_at_most_one_lease_of_work_plus_a_reload():
     # every unit it held was made again elsewhere
     assert f.recovered_at_s > f.at_s + cfg.detection_s
     assert fig["failures"]["count"]["node_loss"] == 1 and fig["duplicate_units"] == 0
+
+
+def test_nodes_lease_nothing_before_the_cluster_start_delay():
+    """start_s (the measured start of a Ray run: runner actors scheduled and started) delays
+    every node's first lease by that long; a finite run then ends that much later."""
+    prof = unreal_paper().scaled(trajectories_per_unit=1, cold_load_s=5.0, warm_load_s=5.0)
+    spans = []
+    for start in (0.0, 250.0):
+        cfg = small(finite=True, passes=1, levels=8, steady_start=False, start_s=start)
+        sim = ClusterSim(cfg, prof)
+        fig = sim.run()
+        assert min(t for t, _, _ in sim.stats.completions) > start
+        spans.append(fig["makespan_s"])
+    assert spans[1] == pytest.approx(spans[0] + 250.0, abs=1.0)
 
 
 def test_disk_back_pressure_when_uploads_lag():

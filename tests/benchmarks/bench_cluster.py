@@ -81,7 +81,14 @@ def bench_startup(n: int, tmp: str) -> dict:
             "worker_node_rss_mib": [round(x) for x in node_rss]}
 
 
-def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path) -> dict:
+def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path,
+              kill: bool = False) -> dict:
+    """One run over ``nodes`` Ray nodes. ``kill``: node n1 is removed (its raylet and workers
+    killed, as a lost machine) once it has finished its first trajectory; then the figures
+    include when (s after the start), the units it had leased, and the recovery time: from the
+    removal until every one of those units was completed by another node."""
+    import threading
+
     import pandas as pd
     import ray
 
@@ -93,29 +100,87 @@ def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path) -> dict:
     levels = pd.read_parquet(inv / "levels.parquet")
     ids = sorted(levels[levels["enabled"].astype(bool)]["level_id"])[: args.levels]
     names = [f"n{i + 1}" for i in range(nodes)]
+    tag = f"{nodes}{'-kill' if kill else ''}"
     cfg = load_params(overrides=[
         f"trajectories.per_level={args.per_level}", f"trajectories.frames={args.frames}",
         "trajectories.characters=[CharacterPack/Alex]", f"library.root={lib}",
-        "node.cpu_slots=1", f"cluster.allocator_state={work}/alloc-{nodes}/state.json",
+        "node.cpu_slots=1", f"cluster.allocator_state={work}/alloc-{tag}/state.json",
         "monitor.warn_free_mb=0", "monitor.drain_free_mb=0", "monitor.prune_free_mb=0"])
     cfg = dataclasses.replace(cfg, render=small_render_cfg(), upload=UploadConfig(
-        endpoint_url=srv.endpoint, bucket=f"bench-run-{nodes}", quiet_s=0.5))
-    c, _, _ = start_cluster(nodes, str(work))
+        endpoint_url=srv.endpoint, bucket=f"bench-run-{tag}", quiet_s=0.5))
+    c, nodes_, _ = start_cluster(nodes, str(work))
     try:
         ray.init(address=c.address, namespace="bench", log_to_driver=False)
-        job = NodeJob(cfg, str(work / f"nodes-{nodes}"), "level", inventory=str(inv),
+        job = NodeJob(cfg, str(work / f"nodes-{tag}"), "level", inventory=str(inv),
                       library=str(lib))
+        rows = build_pools(ids, names, 1, 0).to_dict("records")
+        from stages.cluster.allocator_actor import ACTOR_NAME
+        from stages.cluster.ray_executor import NAMESPACE, node_paths
+
+        box: dict = {}
+        seen: dict = {}
+
+        def note(m: str) -> None:  # when the driver learnt that n1 died
+            if "node n1 died" in m:
+                seen.setdefault("died", time.monotonic())
+
         t0 = time.monotonic()
-        out = run_cluster(job, build_pools(ids, names, 1, 0).to_dict("records"),
-                          log=lambda m: None)
+        th = threading.Thread(target=lambda: box.update(
+            run_cluster(job, rows, log=note)), daemon=True)
+        th.start()
+        # the allocator's state, polled: when each node leased its first unit (the cluster's
+        # start: runner actors scheduled, started, imported) and each unit's lease window
+        first: dict[str, float] = {}
+        window: dict[str, list[float]] = {}
+        alloc = None
+        n1 = node_paths(job.work_root, "n1")["renders"]
+        leased: set[str] = set()
+        at = recovered = -1.0
+        while th.is_alive():
+            now = time.monotonic() - t0
+            if alloc is None:
+                try:
+                    alloc = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+                except ValueError:
+                    time.sleep(0.1)
+                    continue
+            st = ray.get(alloc.state.remote())
+            for x in st["leases"]:
+                first.setdefault(x["node"], now)
+                u = f"{x['level_id']}#{x['pass_index']}"
+                window.setdefault(u, [now, now])[1] = now
+            done = set(st["done"])
+            if kill and at < 0 and list(n1.glob("*/*/*/traj_*/meta.json")):
+                # n1 finished its first trajectory: remove it (raylet and workers killed)
+                leased = {f"{x['level_id']}#{x['pass_index']}" for x in st["leases"]
+                          if x["node"] == "n1"}
+                at = time.monotonic() - t0
+                c.remove_node(nodes_[0], allow_graceful=False)
+            if kill and at >= 0 and recovered < 0 and leased <= done:
+                recovered = time.monotonic() - t0 - at
+            time.sleep(0.2)
+        th.join()
         secs = time.monotonic() - t0
+        out = box
+        if kill and at < 0:
+            raise SystemExit("kill run: n1 finished nothing before the run ended")
+        if kill and recovered < 0:
+            recovered = secs - at
     finally:
         ray.shutdown()
         c.shutdown()
+    timeline = {"start_s": round(sum(first.values()) / max(1, len(first)), 2),
+                "first_lease_s": {k: round(v, 2) for k, v in sorted(first.items())},
+                "unit_lease_s": {k: [round(v[0], 2), round(v[1], 2)]
+                                 for k, v in sorted(window.items())}}
+    kill_fig = ({"kill": [[0, round(at, 1)]], "units_in_flight": sorted(leased),
+                 "detection_s": round(seen.get("died", t0 + at) - t0 - at, 1),
+                 "recovery_s": round(recovered, 1)} if kill else {})
     n = sum(b["trajectories"] for b in out["allocator"]["balance"].values())
     return {"nodes": nodes, "trajectories": n, "wall_s": round(secs, 1),
             "trajectories_per_hour": round(n / secs * 3600, 1),
-            "frames": args.frames, "size": f"{cfg.render.width}x{cfg.render.height}"}
+            "frames": args.frames, "size": f"{cfg.render.width}x{cfg.render.height}",
+            **timeline, **kill_fig}
 
 
 def bench_upload(srv, tmp: Path, total_mb: int) -> list[dict]:
@@ -155,6 +220,8 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=48)
     ap.add_argument("--upload-mb", type=int, default=256)
     ap.add_argument("--skip-run", action="store_true")
+    ap.add_argument("--kill", action="store_true",
+                    help="also a 3-node run with n1 removed mid-run (recovery time)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir="/tmp"))
@@ -191,10 +258,15 @@ def main() -> int:
             write_parquet(inv.levels, tmp / "inv" / "levels.parquet")
             write_parquet(inv.characters, tmp / "inv" / "characters.parquet")
             res["runs"] = [bench_run(n, args, srv, lib, tmp / "inv", tmp) for n in (1, 3)]
+            if args.kill:
+                res["runs"].append(bench_run(3, args, srv, lib, tmp / "inv", tmp, kill=True))
             for r in res["runs"]:
                 print(f"{r['nodes']} node(s): {r['trajectories']} trajectories "
                       f"({r['frames']} frames, {r['size']}) in {r['wall_s']} s = "
-                      f"{r['trajectories_per_hour']} trajectories/hour", flush=True)
+                      f"{r['trajectories_per_hour']} trajectories/hour"
+                      + (f"; n1 removed at {r['kill'][0][1]} s with {r['units_in_flight']} "
+                         f"leased, recovered {r['recovery_s']} s later" if "kill" in r else ""),
+                      flush=True)
     finally:
         srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -115,26 +115,43 @@ def main() -> None:
 
     # Stage II, one slot: every level with 1 and with 3 trajectories → fixed cost and speed
     # alone, over the same levels the runs use (levels render at different speeds)
-    t_a = sum(render(1, [lv], 1) for lv in levels) / len(levels)
-    t_b = sum(render(1, [lv], 3) for lv in levels) / len(levels)
+    walls_a = {lv: render(1, [lv], 1) for lv in levels}
+    walls_b = {lv: render(1, [lv], 3) for lv in levels}
+    t_a = sum(walls_a.values()) / len(levels)
+    t_b = sum(walls_b.values()) / len(levels)
     per_traj = (t_b - t_a) / 2
+    # each level's render time against the average (levels differ: a run of one unit per node
+    # ends with its slowest level)
+    per_level = {lv: (walls_b[lv] - walls_a[lv]) / 2 for lv in levels}
+    level_factor = {lv: round(v / per_traj, 3) for lv, v in per_level.items()}
     fixed = max(0.0, t_a - per_traj)  # a difference of two walls: noise can make it < 0
     fps = {1: round(FRAMES / per_traj, 3)}
     # n renderers at once: n levels x 3 trajectories on n slots
     for n in (2, 3):
         wall = render(n, levels[:n], 3)
         fps[n] = round(3 * n * FRAMES / (wall - fixed), 3)
-    print(f"stage II: fixed {fixed:.2f} s per level, five-view frames/s by renderers {fps}",
-          flush=True)
+    print(f"stage II: fixed {fixed:.2f} s per level, five-view frames/s by renderers {fps}, "
+          f"render time by level against the average {level_factor}", flush=True)
 
     runs = []
     for r in (cluster or {}).get("runs", []):
         n = int(r["nodes"])
         runs.append({"name": f"Ray, {n} node(s) x 1 CPU slot, {LEVELS} levels x {PER_LEVEL} "
-                     "(bench_cluster.py)", "nodes": n, "slots_per_node": 1, "levels": LEVELS,
+                     "(bench_cluster.py)" + (f", n1 removed at {r['kill'][0][1]} s"
+                                             if "kill" in r else ""),
+                     "nodes": n, "slots_per_node": 1, "levels": LEVELS,
                      "level_ids": levels, "node_names": [f"n{i + 1}" for i in range(n)],
                      "passes": 1, "barrier": True, "wall_s": r["wall_s"],
+                     "start_s": r.get("start_s", 0.0),
+                     # after the last unit's lease ended: the driver's wrap-up
+                     "end_s": round(max(0.0, r["wall_s"] - max(
+                         (w[1] for w in r.get("unit_lease_s", {}).values()),
+                         default=r["wall_s"])), 2),
                      "measured_trajectories_per_hour": r["trajectories_per_hour"]})
+        if "kill" in r:  # recovery: removal → the units n1 had leased completed elsewhere
+            # the detection delay is measured (when the driver saw the node die), an input
+            runs[-1].update(kill=r["kill"], measured_recovery_s=r["recovery_s"],
+                            detection_s=r["detection_s"], units_in_flight=r["units_in_flight"])
     for slots in (() if cluster else (1, 2)):
         c = cfg_for(slots, levels, PER_LEVEL)
         out = tmp / f"run_{slots}"
@@ -151,6 +168,27 @@ def main() -> None:
                      "measured_trajectories_per_hour": round(made / wall * 3600, 1)})
         print(f"run {slots} slot(s): {made} trajectories in {wall:.1f} s = "
               f"{runs[-1]['measured_trajectories_per_hour']} per hour", flush=True)
+    # the runner's per-unit overhead inside the cluster (engine process starts, staging, the
+    # allocator's round trips, the upload check) is fitted on the 1-node run alone: its wall
+    # minus what the model makes of it without the overhead, over its units. The 3-node and
+    # node-removal runs are then predictions (gated); the 1-node run is the fit (not gated).
+    costs = {"frames_per_trajectory": FRAMES, "trajectories_per_unit": PER_LEVEL,
+             "stage1_s_per_trajectory": round(s1, 3), "load_s": round(fixed, 3),
+             "render_fps": {str(k): v for k, v in fps.items()}, "unit_overhead_s": 0.0,
+             "level_factor": level_factor}
+    fit = next((r for r in runs if r["nodes"] == 1 and "kill" not in r), None)
+    if fit is not None:
+        from stages.cluster.simulate.calibrate import predict_run
+
+        made = predict_run({"costs": costs, "source": "", "machine": "", "date": ""}, fit)
+        units = int(fit["levels"]) * int(fit.get("passes", 1))
+        costs["unit_overhead_s"] = round(max(0.0, (fit["wall_s"] - made["model_makespan_s"])
+                                             / units), 2)  # model_makespan_s has end_s
+        fit.update(gate=False, why="the fit run: the per-unit overhead (costs.unit_overhead_s) "
+                   "is fitted on it")
+        print(f"per-unit overhead in the cluster: {costs['unit_overhead_s']} s (1-node run "
+              f"{fit['wall_s']} s, model without it {made['model_makespan_s']} s, {units} "
+              "units)", flush=True)
     rec = {
         "what": ("the 3-node Ray test cluster on one machine (runs: bench_cluster.py; costs: "
                  "the node runner at its settings)" if cluster else
@@ -161,11 +199,11 @@ def main() -> None:
         "llvmpipe (no GPU); shared with other jobs", "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                           time.gmtime()),
         "tolerance": 0.15,
+        # recovery is a few seconds of detection plus one unit's rendering elsewhere: 10 s
+        "recovery_tolerance_s": 10.0,
         "settings": {"size": SIZE, "frames": FRAMES, "spatial": SPATIAL, "temporal": TEMPORAL,
                      "levels": levels},
-        "costs": {"frames_per_trajectory": FRAMES, "trajectories_per_unit": PER_LEVEL,
-                  "stage1_s_per_trajectory": round(s1, 3), "load_s": round(fixed, 3),
-                  "render_fps": {str(k): v for k, v in fps.items()}},
+        "costs": costs,
         "runs": runs}
     print(json.dumps(rec, indent=1))
     if args.json:

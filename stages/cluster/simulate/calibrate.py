@@ -54,8 +54,12 @@ def measured_profile(m: dict) -> CostProfile:
         frames_per_trajectory=int(c["frames_per_trajectory"]),
         trajectories_per_unit=int(c["trajectories_per_unit"]),
         stage1_s_per_frame=float(c["stage1_s_per_trajectory"]) / int(c["frames_per_trajectory"]),
-        cold_load_s=float(c["load_s"]), warm_load_s=float(c["load_s"]),
-        default_slots_per_gpu=1)
+        # a unit's load: the level load plus the runner's per-unit overhead (engine process
+        # starts, staging, the allocator's round trips, the upload check)
+        cold_load_s=float(c["load_s"]) + float(c.get("unit_overhead_s", 0.0)),
+        warm_load_s=float(c["load_s"]) + float(c.get("unit_overhead_s", 0.0)),
+        default_slots_per_gpu=1,
+        level_factor={k: float(v) for k, v in c.get("level_factor", {}).items()})
 
 
 def predict_run(m: dict, run: dict) -> dict:
@@ -67,12 +71,16 @@ def predict_run(m: dict, run: dict) -> dict:
                     barrier=bool(run.get("barrier", True)), horizon_h=100.0, warmup_h=0.0,
                     poll_s=float(run.get("poll_s", 0.5)), lease_s=float(run.get("lease_s", 120)),
                     detection_s=float(run.get("detection_s", 5.0)), node_return_s=-1.0,
+                    start_s=float(run.get("start_s", 0.0)),
                     kill=[list(k) for k in run.get("kill", [])],
                     node_names=list(run.get("node_names", [])),
                     level_ids=list(run.get("level_ids", [])))
     fig = ClusterSim(cfg, prof).run()
-    tph = fig["trajectories_made"] / fig["makespan_s"] * 3600
-    out = {"name": run["name"], "model_makespan_s": fig["makespan_s"],
+    # the run's measured shut-down after its last unit (the last uploads' quiet time, the
+    # runners' summaries, the actors' teardown) is a boundary input, like its start-up
+    makespan = round(fig["makespan_s"] + float(run.get("end_s", 0.0)), 1)
+    tph = fig["trajectories_made"] / makespan * 3600
+    out = {"name": run["name"], "model_makespan_s": makespan,
            "measured_wall_s": run.get("wall_s"), "measured_trajectories_per_hour":
            run["measured_trajectories_per_hour"], "predicted_trajectories_per_hour":
            round(tph, 1), "error": round(tph / run["measured_trajectories_per_hour"] - 1, 4)}

@@ -45,6 +45,8 @@ class SimConfig:
     stall_timeout_s: float = 600.0  # node.stall_timeout_s
     retries: int = 2  # node.retries: attempts after the first, per trajectory
     kill: list[list[float]] = field(default_factory=list)  # scripted losses [[node, at_s]]
+    start_s: float = 0.0  # a node leases its first unit this long after the run starts (Ray
+    # schedules its runner actor, which starts and imports; measured on the test cluster)
     # uploads and disk
     upload_mb_s: float = 125.0  # per node (1 Gbit/s)
     store_mb_s: float = 2500.0  # the object store, all nodes together (20 Gbit/s)

@@ -87,7 +87,7 @@ class Node:
         self.drained = False
         self.down_since = 0.0
         self.phase: dict[int, tuple[str, float]] = {}  # slot → (what it does, since)
-        self.rendering: dict[int, tuple[SharedGPU, simpy.Event, float, float]] = {}
+        self.rendering: dict[int, tuple[SharedGPU, simpy.Event, float, float, float]] = {}
         self.rng = random.Random(f"{c.seed}\0slots\0{name}")
 
     def start(self) -> None:
@@ -101,6 +101,8 @@ class Node:
         """The Ray executor's node: lease one unit per slot, run them, wait for all."""
         sim, env = self.sim, self.sim.env
         try:
+            if env.now < sim.cfg.start_s:
+                yield env.timeout(sim.cfg.start_s - env.now)
             while True:
                 grants = []
                 for _ in range(sim.slots):
@@ -132,6 +134,8 @@ class Node:
         # a cluster that has been running: each slot starts part-way through its first unit
         resume = self.rng.random() if (sim.cfg.steady_start and env.now == 0) else 0.0
         try:
+            if env.now < sim.cfg.start_s:
+                yield env.timeout(sim.cfg.start_s - env.now)
             while True:
                 g = sim.sched.lease(self.name, env.now)
                 if g is None:
@@ -174,6 +178,7 @@ class Node:
         # (fresh process); a hang costs the stall timeout first; retries, then the trajectory
         # is a failure row
         made, frames = int(skip), float(prof.frames_per_trajectory)
+        fac = prof.level_factor.get(g.level_id, 1.0)  # this level's render cost (1: average)
         for i in range(int(skip), n):
             left = 1.0 - (skip - int(skip)) if i == int(skip) else 1.0
             for _attempt in range(sim.cfg.retries + 1):
@@ -182,8 +187,8 @@ class Node:
                 part = frames * (self.rng.random() if bad else left)
                 self._begin(slot, "render")
                 t_r = env.now
-                ev = gpu.render(part)
-                self.rendering[slot] = (gpu, ev, 0.0 if bad else part, t_r)
+                ev = gpu.render(part * fac)
+                self.rendering[slot] = (gpu, ev, 0.0 if bad else part * fac, t_r, fac)
                 left = 1.0
                 try:
                     yield ev
@@ -213,10 +218,10 @@ class Node:
 
     def credit_in_flight(self) -> None:
         """At the horizon: the rendered part of each good trajectory still on a GPU."""
-        for gpu, ev, planned, t_r in self.rendering.values():
+        for gpu, ev, planned, t_r, fac in self.rendering.values():
             if planned > 0:
                 gpu.flush()
-                done = planned - gpu.jobs.get(ev, 0.0)
+                done = (planned - gpu.jobs.get(ev, 0.0)) / fac
                 self.sim.trajectory_done(self, t_r, done / self.sim.prof.frames_per_trajectory,
                                          queue=False)
 

@@ -29,6 +29,9 @@ class CostProfile:
     gpu_mem_gb: float = 0.0  # memory of one GPU
     slot_gpu_mem_gb: float = 0.0  # GPU memory one slot holds (the slot count's ceiling)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # per level id: its Stage II render time relative to the profile's average (measured on
+    # the test cluster's levels; levels not listed: 1)
+    level_factor: dict[str, float] = field(default_factory=dict)
 
     def fps(self, n: int) -> float:
         """GPU five-view frames/s with ``n`` slots rendering at once."""

@@ -63,8 +63,14 @@ def markdown(rep: dict) -> str:
               f"{r['predicted_trajectories_per_hour']} | {_pct(r['error'])} |"
               for r in t["rows"]]
         L += [f"\nRecovery after a node is removed, {r['name']}: measured "
-              f"{r['measured_recovery_s']} s, model {r['predicted_recovery_s']} s"
+              f"{r['measured_recovery_s']} s, model {r['predicted_recovery_s']} s (tolerance "
+              f"±{t.get('recovery_tolerance_s', 0)} s)"
               for r in t["rows"] if "measured_recovery_s" in r]
+        L += ["\nInputs of each run, measured on it, not predicted: when its nodes leased their "
+              "first unit (Ray start-up), its wrap-up after the last unit, and (removal run) "
+              "how long the driver took to see the node die; costs per unit from the node "
+              "runner outside Ray; the runner's per-unit overhead inside Ray fitted on the "
+              "1-node run alone."]
         L += [f"\nNot gated, {r['name']}: {r['why_not_gated']}" for r in t["rows"]
               if not r.get("gated", True)]
     L += ["", "## 1. Pool scheduling against uniform", "",
