@@ -147,7 +147,8 @@ class RenderConfig:
     # the area around the character it covers (m; refitted every frame)
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
-    # shadow-map taps per pixel (each a hardware 2x2 comparison, 1-8): softness against speed
+    # shadow-map taps per output pixel (1, 2, 4 or 8; each a hardware 2x2 comparison), spread
+    # over the pixel's samples: softness (at 8 samples every value costs one tap a sample)
     shadow_pcf_taps: int = 4
     # automatic exposure: metered on the first meter_frames frames of each trajectory, bringing
     # the geometric mean luminance to exposure_key (0 frames = fixed exposure); the level's
@@ -385,6 +386,9 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if not 1 <= r.spatial_samples * r.temporal_samples <= 64:
         raise ConfigError(f"{source}: render.spatial_samples x render.temporal_samples must be "
                           "between 1 and 64")
+    if r.shadow_pcf_taps not in (1, 2, 4, 8):
+        raise ConfigError(f"{source}: render.shadow_pcf_taps is {r.shadow_pcf_taps}; expected "
+                          "1, 2, 4 or 8")
     if obj.score.scorer not in ("brisque", "laion"):
         raise ConfigError(f"{source}: score.scorer {obj.score.scorer!r}: expected 'brisque' or "
                           "'laion'")

@@ -48,6 +48,13 @@ def test_wrong_type_names_the_key():
         load_params(PARAMS_PATH, ["inventory.capsule_safety=lots"])
 
 
+def test_shadow_taps_must_be_a_power_of_two_up_to_8():
+    """The shader cycles a pixel's taps with a bit mask over its samples."""
+    assert load_params(PARAMS_PATH, ["render.shadow_pcf_taps=8"]).render.shadow_pcf_taps == 8
+    with pytest.raises(ConfigError, match=r"render\.shadow_pcf_taps is 3; expected 1, 2, 4 or 8"):
+        load_params(PARAMS_PATH, ["render.shadow_pcf_taps=3"])
+
+
 def test_wrong_key_in_conf_fails_composition(tmp_path):
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

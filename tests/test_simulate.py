@@ -62,16 +62,19 @@ def test_model_reproduces_the_measured_test_cluster():
     m = json.loads(MEASUREMENT.read_text())
     assert m["machine"] and m["date"] and 0 < m["tolerance"] <= 0.2
     cal = cluster_calibration()
-    assert len(cal["rows"]) == len(m["runs"]) >= 2
+    groups = {r["group"] for r in m["runs"] if r.get("group")}
+    assert len(cal["rows"]) == len(m["runs"]) + len(groups) >= 2  # + one row per group
     gated = [r for r in cal["rows"] if r["gated"]]
     assert gated and all(abs(r["error"]) <= m["tolerance"] for r in gated), cal["rows"]
     assert all(r["why_not_gated"] for r in cal["rows"] if not r["gated"])
     # a gated run with a node removed: its recovery time (removal → the node's leased units
-    # completed elsewhere) within the file's recovery tolerance too
+    # completed elsewhere) minus the measured detection delay, within the file's relative
+    # recovery tolerance too
     removed = [r for r in gated if "measured_recovery_s" in r]
-    assert removed and 0 < m["recovery_tolerance_s"] <= 15, cal["rows"]
-    assert all(abs(r["recovery_error_s"]) <= m["recovery_tolerance_s"] for r in removed)
-    assert all(r["measured_recovery_s"] > 0 and r["predicted_recovery_s"] > 0 for r in removed)
+    assert removed and 0 < m["recovery_rel_tolerance"] <= 0.3, cal["rows"]
+    assert all(abs(r["recovery_error"]) <= m["recovery_rel_tolerance"] for r in removed)
+    assert all(r["measured_after_detection_s"] > 0 and r["predicted_after_detection_s"] > 0
+               for r in removed)
     assert cal["ok"]
 
 
@@ -136,18 +139,44 @@ def test_a_node_loss_costs_at_most_one_lease_of_work_plus_a_reload():
     assert fig["failures"]["count"]["node_loss"] == 1 and fig["duplicate_units"] == 0
 
 
+def _quick_profile(**kw: object):
+    """Units of seconds (30-frame trajectories, 5 s loads): timings easy to check."""
+    return unreal_paper().scaled(trajectories_per_unit=1, frames_per_trajectory=30,
+                                 cold_load_s=5.0, warm_load_s=5.0, stage1_s_per_frame=0.0,
+                                 **kw)
+
+
 def test_nodes_lease_nothing_before_the_cluster_start_delay():
     """start_s (the measured start of a Ray run: runner actors scheduled and started) delays
     every node's first lease by that long; a finite run then ends that much later."""
-    prof = unreal_paper().scaled(trajectories_per_unit=1, cold_load_s=5.0, warm_load_s=5.0)
-    spans = []
+    spans, firsts = [], []
     for start in (0.0, 250.0):
         cfg = small(finite=True, passes=1, levels=8, steady_start=False, start_s=start)
-        sim = ClusterSim(cfg, prof)
+        sim = ClusterSim(cfg, _quick_profile())
         fig = sim.run()
-        assert min(t for t, _, _ in sim.stats.completions) > start
+        firsts.append(min(t for t, _, _ in sim.stats.completions))
         spans.append(fig["makespan_s"])
+    assert firsts[0] < 250.0 < firsts[1]  # without the delay units finish within it
+    assert firsts[1] == pytest.approx(firsts[0] + 250.0, abs=1.0)
     assert spans[1] == pytest.approx(spans[0] + 250.0, abs=1.0)
+
+
+def test_a_level_twice_as_costly_renders_twice_as_long():
+    """level_factor (each level's measured render cost against the average) scales its
+    Stage II time; the output it is credited with stays one trajectory's."""
+    spans, minutes = [], []
+    for fac in (1.0, 2.0):
+        prof = _quick_profile(level_factor={"A/a": fac})
+        cfg = SimConfig(profile=prof.name, nodes=1, gpus_per_node=1, slots_per_gpu=1, levels=1,
+                        passes=1, finite=True, steady_start=False, horizon_h=10.0,
+                        warmup_h=0.0, level_ids=["A/a"], poll_s=1.0)
+        fig = ClusterSim(cfg, prof).run()
+        spans.append(fig["makespan_s"] - prof.cold_load_s)
+        minutes.append(fig["trajectories_made"])
+    assert spans[1] == pytest.approx(2 * spans[0], rel=0.01)
+    assert minutes == [1, 1]
+    with pytest.raises(ValueError, match="level_factor.*A/a"):
+        _quick_profile(level_factor={"A/a": 0.0})
 
 
 def test_disk_back_pressure_when_uploads_lag():

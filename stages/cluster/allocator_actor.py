@@ -131,14 +131,22 @@ class AllocatorService:
 
 
 def get_allocator(state_path: str, pools_rows: list[dict], passes: int, seed: int,
-                  lease_s: float, http_port: int = 0, resources: dict | None = None) -> Any:
-    """The detached named allocator actor (created on first call, found after)."""
+                  lease_s: float, http_port: int = 0, resources: dict | None = None,
+                  node_id: str | None = None) -> Any:
+    """The detached named allocator actor (created on first call, found after). ``node_id``:
+    created on that Ray node (the head: a lost worker node then never takes the allocator with
+    it; soft, so that it can still start elsewhere if that node is gone; after any loss it
+    restarts and restores its state file)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     cls = ray.remote(AllocatorService)
+    where = ({"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+             if node_id else {})
     return cls.options(name=ACTOR_NAME, namespace=NAMESPACE, lifetime="detached",
                        get_if_exists=True, max_restarts=-1, max_task_retries=-1,
-                       num_cpus=0, resources=resources or {}, max_concurrency=1).remote(
+                       num_cpus=0, resources=resources or {}, max_concurrency=1,
+                       **where).remote(
         state_path, pools_rows, passes, seed, lease_s, "127.0.0.1", http_port)
 
 

@@ -305,8 +305,12 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     from .s3_store import S3Store
 
     cfg = job.cfg
+    # on the head node: removing a worker node must not take the allocator with it
+    head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive")
+                 and "node:__internal_head__" in n.get("Resources", {})), None)
     alloc = get_allocator(cfg.cluster.allocator_state, pools_rows, cfg.cluster.passes,
-                          cfg.seed, cfg.cluster.lease_s, cfg.cluster.allocator_http_port)
+                          cfg.seed, cfg.cluster.lease_s, cfg.cluster.allocator_http_port,
+                          node_id=head)
     ray.get(alloc.ping.remote())
     nodes = wmforge_nodes()
     for name in nodes:  # a run after `cluster down` (which drained every node) resumes

@@ -100,7 +100,7 @@ uniform float ibl_strength;
 uniform float shadow_bias;
 uniform float shadow_texel;
 uniform int shadow_light;    // index of the shadow-casting sun among the lights (-1: none)
-uniform int pcf_taps;        // soft-shadow taps per output pixel (1-8)
+uniform int pcf_taps;        // soft-shadow taps per output pixel (1, 2, 4 or 8)
 uniform vec2 inv_tile_size;  // the atlas: tiles of one view and sample each (1 / size, px),
 uniform float tiles_per_row; // tiles_per_row wide, view-major (tile = view * nsamples + sample)
 uniform float nsamples;      // samples per view (spatial x temporal)
@@ -130,9 +130,10 @@ const vec2 PCF_TAPS[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(
     vec2(-0.696, 0.457));
 float shadow_pcf(sampler2DShadow m, vec4 p) {
     vec3 c = p.xyz / p.w;
-    // the pcf_taps taps of a pixel are spread over its samples (the atlas tile this fragment
-    // is in says which sample it is): each sample takes ceil(pcf_taps / samples) of them, so
-    // the resolved pixel averages at least pcf_taps taps while each sample pays for few
+    // the pcf_taps taps of a pixel (1, 2, 4 or 8) are spread over its samples (the atlas tile
+    // this fragment is in says which sample it is): each sample takes ceil(pcf_taps / samples)
+    // of them, cycling through the pcf_taps, so the resolved pixel averages exactly those taps
+    // while each sample pays for few (1 tap: every sample takes the same one, a hard edge)
     // (float arithmetic: integer division is slow on GPUs; the values are small integers)
     vec2 tc = floor(gl_FragCoord.xy * inv_tile_size);
     float tile = tc.y * tiles_per_row + tc.x;
@@ -140,12 +141,13 @@ float shadow_pcf(sampler2DShadow m, vec4 p) {
     int n = clamp(pcf_taps, 1, 8);
     int per = max(1, int(ceil(float(n) / nsamples - 1e-4)));
     int first = k * per;
+    int wrap = n - 1;  // n is a power of two: (i & wrap) is i mod n
     vec2 r = vec2(shadow_texel * 2.5);
     float z = c.z - shadow_bias;
     // the first tap outside any branch or loop, so that it is read with the material textures
-    float s = texture(m, vec3(c.xy + PCF_TAPS[first & 7] * r, z));
+    float s = texture(m, vec3(c.xy + PCF_TAPS[first & wrap] * r, z));
     for (int j = 1; j < per; ++j) {
-        s += texture(m, vec3(c.xy + PCF_TAPS[(first + j) & 7] * r, z));
+        s += texture(m, vec3(c.xy + PCF_TAPS[(first + j) & wrap] * r, z));
     }
     bool outside = c.x < 0.0 || c.x > 1.0 || c.y < 0.0 || c.y > 1.0 || c.z > 1.0;
     return outside ? 1.0 : s / float(per);

@@ -53,8 +53,9 @@ class Look:
     # it covers, m (the map is refitted around the character every frame)
     shadow_map_size: int = 2048
     shadow_extent_m: float = 25.0
-    # shadow-map taps per output pixel (each a hardware 2x2 comparison): softness against
-    # speed; a pixel's taps are spread over its samples (8 samples: one tap each)
+    # shadow-map taps per output pixel (1, 2, 4 or 8; each a hardware 2x2 comparison):
+    # softness; a pixel's taps are spread over its samples (at 8 samples each takes one tap,
+    # so the cost per sample is one tap whatever this is)
     shadow_pcf_taps: int = 4
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
@@ -173,6 +174,9 @@ class ReplayRenderer:
                              f"{FP_MASK_BIT - FP_BIT_BASE} (one camera bit per sample)")
         self.near, self.far = near, far
         self.look = look or Look()
+        if self.look.shadow_pcf_taps not in (1, 2, 4, 8):
+            raise ValueError(f"render.shadow_pcf_taps is {self.look.shadow_pcf_taps}; "
+                             "expected 1, 2, 4 or 8")
         if self.look.tone_map not in ("aces", "none"):
             raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
         self.engine = GraphicsEngine.getGlobalPtr()
@@ -429,7 +433,7 @@ class ReplayRenderer:
         for i, ln in enumerate(lights[:MAX_LIGHTS]):
             node = ln.node()
             d = float(node.getMaxDistance()) if hasattr(node, "getMaxDistance") else 0.0
-            scale = float(ln.getScale(self.scene).x)
+            scale = abs(float(ln.getScale(self.scene).x))  # a mirrored pack: still a range
             ranges[i] = d * scale if math.isfinite(d) and d > 0 else 0.0
         self.scene.setShaderInput("light_range", ranges)
         self.scene.setShaderInput("num_lights", min(len(lights), MAX_LIGHTS))

@@ -53,6 +53,7 @@ def main() -> None:
     from stages.inventory import run_inventory
     from stages.sample_library import build_sample_library
 
+    load0 = os.getloadavg()[0]  # other jobs on the machine make every figure noisy
     tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-simcal-"))
     w, h = SIZE.split("x")
 
@@ -129,29 +130,58 @@ def main() -> None:
     # n renderers at once: n levels x 3 trajectories on n slots
     for n in (2, 3):
         wall = render(n, levels[:n], 3)
-        fps[n] = round(3 * n * FRAMES / (wall - fixed), 3)
+        # at the average level's speed: these n levels' mean render cost is taken out (the
+        # model applies each level's factor itself)
+        mean_factor = sum(level_factor[lv] for lv in levels[:n]) / n
+        fps[n] = round(3 * n * FRAMES * mean_factor / (wall - fixed), 3)
     print(f"stage II: fixed {fixed:.2f} s per level, five-view frames/s by renderers {fps}, "
           f"render time by level against the average {level_factor}", flush=True)
 
     runs = []
+    # repeated runs of one set-up (bench_cluster.py --repeat) are compared by their mean; the
+    # spread is kept with them
+    groups: dict[tuple[int, bool], list[dict]] = {}
     for r in (cluster or {}).get("runs", []):
-        n = int(r["nodes"])
+        groups.setdefault((int(r["nodes"]), "kill" in r), []).append(r)
+
+    def mean(rs: list[dict], key: str) -> float:
+        return round(sum(float(r[key]) for r in rs) / len(rs), 2)
+
+    def add_run(n: int, killed: bool, rs: list[dict], group: str) -> None:
+        at = mean([{"a": r["kill"][0][1]} for r in rs], "a") if killed else 0.0
+        walls = [r["wall_s"] for r in rs]
         runs.append({"name": f"Ray, {n} node(s) x 1 CPU slot, {LEVELS} levels x {PER_LEVEL} "
-                     "(bench_cluster.py)" + (f", n1 removed at {r['kill'][0][1]} s"
-                                             if "kill" in r else ""),
+                     "(bench_cluster.py)" + (f", n1 removed at {at} s" if killed else "")
+                     + (f", mean of {len(rs)}" if len(rs) > 1 else ""),
                      "nodes": n, "slots_per_node": 1, "levels": LEVELS,
                      "level_ids": levels, "node_names": [f"n{i + 1}" for i in range(n)],
-                     "passes": 1, "barrier": True, "wall_s": r["wall_s"],
-                     "start_s": r.get("start_s", 0.0),
-                     # after the last unit's lease ended: the driver's wrap-up
-                     "end_s": round(max(0.0, r["wall_s"] - max(
+                     "passes": 1, "barrier": True, "repeats": len(rs),
+                     "wall_s": mean(rs, "wall_s"), "wall_s_each": walls,
+                     # each run's start-up (first leases) and wrap-up after its last unit
+                     "start_s": mean(rs, "start_s"),
+                     "end_s": round(sum(max(0.0, r["wall_s"] - max(
                          (w[1] for w in r.get("unit_lease_s", {}).values()),
-                         default=r["wall_s"])), 2),
-                     "measured_trajectories_per_hour": r["trajectories_per_hour"]})
-        if "kill" in r:  # recovery: removal → the units n1 had leased completed elsewhere
-            # the detection delay is measured (when the driver saw the node die), an input
-            runs[-1].update(kill=r["kill"], measured_recovery_s=r["recovery_s"],
-                            detection_s=r["detection_s"], units_in_flight=r["units_in_flight"])
+                         default=r["wall_s"])) for r in rs) / len(rs), 2),
+                     "measured_trajectories_per_hour": round(
+                         sum(r["trajectories"] for r in rs) / sum(walls) * 3600, 1)})
+        if group:
+            runs[-1]["group"] = group
+        if killed:  # recovery: removal → the units n1 had leased completed elsewhere
+            # the detection delay is measured (the allocator let the node go), an input
+            runs[-1].update(kill=[[0, at]], measured_recovery_s=mean(rs, "recovery_s"),
+                            detection_s=mean(rs, "detection_s"),
+                            units_in_flight=rs[0]["units_in_flight"],
+                            delivered_at_kill=[r.get("delivered_at_kill", -1) for r in rs])
+
+    for (n, killed), rs_all in sorted(groups.items()):
+        if killed:
+            # removal runs one by one: each run's detection delay and removal time are its
+            # own inputs (a late detection lets the others finish first: averaging the inputs
+            # would blur that); calibrate.py gates on the group's mean
+            for r in rs_all:
+                add_run(n, True, [r], f"Ray, {n} nodes, n1 removed" if len(rs_all) > 1 else "")
+        else:
+            add_run(n, False, rs_all, "")
     for slots in (() if cluster else (1, 2)):
         c = cfg_for(slots, levels, PER_LEVEL)
         out = tmp / f"run_{slots}"
@@ -196,11 +226,12 @@ def main() -> None:
         "source": "tests/benchmarks/bench_sim_calibration.py" + (
             " --cluster-json (bench_cluster.py)" if cluster else ""), "machine":
         f"{platform.node() or 'dev'}: {os.cpu_count()} cores, {platform.machine()}, "
-        "llvmpipe (no GPU); shared with other jobs", "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                          time.gmtime()),
+        f"llvmpipe (no GPU); load average {load0:.1f} when this bench started",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "tolerance": 0.15,
-        # recovery is a few seconds of detection plus one unit's rendering elsewhere: 10 s
-        "recovery_tolerance_s": 10.0,
+        # recovery = detection (measured, an input) + what the model predicts: re-lease,
+        # reload and re-render of the dead node's units; that part within 30 %
+        "recovery_rel_tolerance": 0.3,
         "settings": {"size": SIZE, "frames": FRAMES, "spatial": SPATIAL, "temporal": TEMPORAL,
                      "levels": levels},
         "costs": costs,

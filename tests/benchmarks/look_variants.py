@@ -11,11 +11,11 @@ Variants (comma-free names; ``a+b`` applies both):
   albedo_fs       base colour texture only (one fetch, no lighting)
   no_shadow_taps  PBR without the shadow-map lookups (the shadow pass still runs)
   no_shadow       PBR without shadow lookups and without the shadow pass
-  taps1           one shadow tap instead of the look's default
+  taps1           one shadow tap per pixel instead of the look's default (since the taps are
+                  spread over the samples, the same cost per sample at 8 samples)
   front_to_back   opaque geometry drawn nearest first (early depth rejection)
   no_sky_spec     image-based specular from the SH irradiance only (no sky evaluation)
-  legacy          the shaders of .h200/pbr_legacy.py (a copy of an earlier pbr.py, for before
-                  and after in one run)
+  legacy          the shaders of pbr.py at LEGACY_REV (for before and after in one run)
   one_light       only the first light (the sun) is evaluated
   no_ibl          no image-based light (sky diffuse and specular)
   no_mr_nm        no metallic-roughness and no normal-map texture fetches
@@ -51,6 +51,13 @@ def _must(s: str, old: str, new: str) -> str:
     if old not in s:
         raise SystemExit(f"look_variants: {old!r} is not in the shader")
     return s.replace(old, new)
+
+
+def _must_sub(s: str, pattern: str, new: str) -> str:
+    out, n = re.subn(pattern, new, s)
+    if not n:
+        raise SystemExit(f"look_variants: {pattern!r} matches nothing in the shader")
+    return out
 
 
 def _patch_frag(fn: Any) -> None:
@@ -141,12 +148,31 @@ def _overdraw() -> None:
     ReplayRenderer.render = render  # type: ignore[method-assign]
 
 
+LEGACY_REV = "46ba8b4"  # the look as of 2026-12-03 (README: the look's cost on the H200)
+
+
 def _legacy() -> None:
+    """Shaders of an earlier pbr.py: $WMFORGE_LEGACY_PBR, else .h200/pbr_legacy.py (the device
+    copy has no git history: make it with `git show 46ba8b4:stages/engine/pbr.py >
+    .h200/pbr_legacy.py`), else from git."""
     import importlib.util
+    import os
+    import subprocess
+    import tempfile
 
     from stages.engine import pbr
 
-    spec = importlib.util.spec_from_file_location("pbr_legacy", ROOT / ".h200" / "pbr_legacy.py")
+    path = Path(os.environ.get("WMFORGE_LEGACY_PBR", ROOT / ".h200" / "pbr_legacy.py"))
+    if not path.exists():
+        try:
+            text = subprocess.run(["git", "show", f"{LEGACY_REV}:stages/engine/pbr.py"],
+                                  cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise SystemExit(f"look_variants: legacy needs {path} or git history ({exc})"
+                             ) from None
+        path = Path(tempfile.mkdtemp()) / "pbr_legacy.py"
+        path.write_text(text)
+    spec = importlib.util.spec_from_file_location("pbr_legacy", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -186,8 +212,9 @@ def _apply_one(variant: str) -> None:
     elif variant == "albedo_fs":
         _patch_frag(lambda _src: ALBEDO_FS)
     elif variant in ("no_shadow_taps", "no_shadow"):
-        _patch_frag(lambda s: s.replace(
-            "if (i == shadow_light) atten *= shadow_pcf(sun.shadowMap, v_shadow_pos);", ""))
+        _patch_frag(lambda s: _must(
+            s, "float sun_shadow = shadow_light >= 0 ? shadow_pcf(sun.shadowMap, v_shadow_pos) "
+            ": 1.0;", "float sun_shadow = 1.0;"))
         if variant == "no_shadow":
             _no_shadow_pass()
     elif variant == "taps1":
@@ -195,13 +222,14 @@ def _apply_one(variant: str) -> None:
     elif variant == "front_to_back":
         _after_init(_front_to_back)
     elif variant == "no_sky_spec":
-        _patch_frag(lambda s: re.sub(r"vec3 spec_env = .*?;", "vec3 spec_env = irr / PI;", s))
+        _patch_frag(lambda s: _must_sub(s, r"vec3 spec_env = .*?;", "vec3 spec_env = irr / PI;"))
     elif variant == "legacy":
         _legacy()
     elif variant == "one_light":
-        _patch_frag(lambda s: _must(s, "i < num_lights", "i < min(num_lights, 1)"))
+        _patch_frag(lambda s: _must(s, "if (i >= num_lights) break;",
+                                    "if (i >= min(num_lights, 1)) break;"))
     elif variant == "no_ibl":
-        _patch_frag(lambda s: re.sub(r"\n    color \+= ibl_strength \*[^;]*;", "\n", s))
+        _patch_frag(lambda s: _must_sub(s, r"\n    color \+= ibl_strength \*[^;]*;", "\n"))
     elif variant == "no_mr_nm":
         _patch_frag(lambda s: _must(_must(s, "texture(p3d_TextureSelector, v_texcoord)",
                                           "vec4(1.0)"),

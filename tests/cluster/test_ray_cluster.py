@@ -135,6 +135,8 @@ def test_three_nodes_deliver_every_trajectory_once_a_removed_node_loses_only_its
     assert {(f"{s}/{lv}", t) for s, lv, t in lost_keys} >= twice
     # the allocator counted it: n1 gone, its lost trajectories reported, every unit done
     st = out["allocator"]
+    # the allocator lives on the head node: removing n1 never restarted it from its file
+    assert st["restored"] is False
     assert st["finished"] and "n1" not in st["nodes"]
     assert st["balance"]["n1"]["lost"] == len(lost)
     assert all(st["owner"][lv] in ("n2", "n3") for lv in LEVELS)

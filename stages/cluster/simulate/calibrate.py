@@ -85,9 +85,15 @@ def predict_run(m: dict, run: dict) -> dict:
            run["measured_trajectories_per_hour"], "predicted_trajectories_per_hour":
            round(tph, 1), "error": round(tph / run["measured_trajectories_per_hour"] - 1, 4)}
     if "measured_recovery_s" in run:
+        # recovery = detection (measured on the run: an input) + what the model predicts:
+        # the moved units leased again, reloaded and rendered again; the error is on that part
         rec = fig["failures"]["recovery_s_mean"]
+        det = float(run.get("detection_s", 5.0))
+        after = run["measured_recovery_s"] - det
         out.update(measured_recovery_s=run["measured_recovery_s"], predicted_recovery_s=rec,
-                   recovery_error_s=round(rec - run["measured_recovery_s"], 1))
+                   detection_s=det, measured_after_detection_s=round(after, 1),
+                   predicted_after_detection_s=round(rec - det, 1),
+                   recovery_error=round((rec - det) / after - 1, 4) if after > 0 else 9.99)
     return out
 
 
@@ -96,19 +102,44 @@ def test_cluster(path: Path = MEASUREMENT) -> dict:
         return {"what": f"test cluster: {path.name} missing", "ok": False, "rows": []}
     m = json.loads(path.read_text())
     tol = float(m["tolerance"])
-    rec_tol = float(m.get("recovery_tolerance_s", 0.0))
+    rec_tol = float(m.get("recovery_rel_tolerance", 0.0))
     rows = []
+    groups: dict[str, list[dict]] = {}
     for run in m["runs"]:
         r = predict_run(m, run)
         # a run marked gate: false is shown with its error and the reason, not gated on
         r["gated"] = bool(run.get("gate", True))
         r["why_not_gated"] = run.get("why", "")
+        if run.get("group"):  # a repeat: predicted with its own inputs, gated by its group
+            r["gated"] = False
+            r["why_not_gated"] = f"a repeat of {run['group']!r}: gated by the group's mean"
+            groups.setdefault(run["group"], []).append(r)
         rows.append(r)
+    for name, rs in groups.items():  # the group: mean of the predictions, mean of the runs
+        def mean(key: str, rs: list[dict] = rs) -> float:
+            return sum(float(r[key]) for r in rs) / len(rs)
+
+        meas, pred = mean("measured_trajectories_per_hour"), mean(
+            "predicted_trajectories_per_hour")
+        g: dict = {"name": f"{name} (mean of {len(rs)})", "gated": True, "why_not_gated": "",
+                   "measured_trajectories_per_hour": round(meas, 1),
+                   "predicted_trajectories_per_hour": round(pred, 1),
+                   "error": round(pred / meas - 1, 4)}
+        if all("measured_recovery_s" in r for r in rs):
+            after_m, after_p = mean("measured_after_detection_s"), mean(
+                "predicted_after_detection_s")
+            g.update(measured_recovery_s=round(mean("measured_recovery_s"), 1),
+                     predicted_recovery_s=round(mean("predicted_recovery_s"), 1),
+                     detection_s=round(mean("detection_s"), 1),
+                     measured_after_detection_s=round(after_m, 1),
+                     predicted_after_detection_s=round(after_p, 1),
+                     recovery_error=round(after_p / after_m - 1, 4) if after_m > 0 else 9.99)
+        rows.append(g)
     ok = all(abs(r["error"]) <= tol and (
-        "recovery_error_s" not in r or abs(r["recovery_error_s"]) <= rec_tol)
+        "recovery_error" not in r or abs(r["recovery_error"]) <= rec_tol)
         for r in rows if r["gated"])
     return {"what": f"{m['what']} ({m['machine']}, {m['date']})", "source": m["source"],
-            "tolerance": tol, "recovery_tolerance_s": rec_tol, "rows": rows, "ok": ok,
+            "tolerance": tol, "recovery_rel_tolerance": rec_tol, "rows": rows, "ok": ok,
             "costs": m["costs"]}
 
 

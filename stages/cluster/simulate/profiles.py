@@ -33,6 +33,12 @@ class CostProfile:
     # the test cluster's levels; levels not listed: 1)
     level_factor: dict[str, float] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in self.level_factor.items() if not v > 0}
+        if bad:
+            raise ValueError(f"profile {self.name}: level_factor {bad}: each level's render "
+                             "cost against the average must be > 0")
+
     def fps(self, n: int) -> float:
         """GPU five-view frames/s with ``n`` slots rendering at once."""
         if n <= 0:

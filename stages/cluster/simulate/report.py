@@ -63,8 +63,11 @@ def markdown(rep: dict) -> str:
               f"{r['predicted_trajectories_per_hour']} | {_pct(r['error'])} |"
               for r in t["rows"]]
         L += [f"\nRecovery after a node is removed, {r['name']}: measured "
-              f"{r['measured_recovery_s']} s, model {r['predicted_recovery_s']} s (tolerance "
-              f"±{t.get('recovery_tolerance_s', 0)} s)"
+              f"{r['measured_recovery_s']} s, model {r['predicted_recovery_s']} s; of which "
+              f"detection {r['detection_s']} s (measured, an input), then re-lease, reload "
+              f"and re-render: measured {r['measured_after_detection_s']} s, model "
+              f"{r['predicted_after_detection_s']} s ({_pct(r['recovery_error'])}, tolerance "
+              f"±{100 * t.get('recovery_rel_tolerance', 0):.0f} %)"
               for r in t["rows"] if "measured_recovery_s" in r]
         L += ["\nInputs of each run, measured on it, not predicted: when its nodes leased their "
               "first unit (Ray start-up), its wrap-up after the last unit, and (removal run) "
