@@ -120,7 +120,8 @@ class AllocatorService:
     def state(self) -> dict:
         with self.lock:
             p = self.policy
-            return {"pid": os.getpid(), "restored": self.restored, "started": self.started,
+            return {"pid": os.getpid(), "ray_node": _ray_node(), "restored": self.restored,
+                    "started": self.started,
                     "finished": p.finished(), "nodes": list(p.nodes), "owner": dict(p.owner),
                     "leases": [ls.__dict__.copy() for ls in p.leases.values()],
                     "done": sorted(f"{lv}#{ps}" for lv, ps in p.done),
@@ -130,18 +131,30 @@ class AllocatorService:
         return os.getpid()
 
 
+def _ray_node() -> str | None:
+    """The Ray node this service runs on (None outside Ray)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    return str(ray.get_runtime_context().get_node_id())
+
+
 def get_allocator(state_path: str, pools_rows: list[dict], passes: int, seed: int,
                   lease_s: float, http_port: int = 0, resources: dict | None = None,
                   node_id: str | None = None) -> Any:
     """The detached named allocator actor (created on first call, found after). ``node_id``:
     created on that Ray node (the head: a lost worker node then never takes the allocator with
-    it; soft, so that it can still start elsewhere if that node is gone; after any loss it
-    restarts and restores its state file)."""
+    it). Hard affinity: Ray's soft affinity measured here placed it on a worker node in 2 of 3
+    tries even with the head idle; and a cluster whose head is gone has no GCS left to run an
+    allocator on anyway. After a crash of its process it restarts there and restores its
+    state file."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     cls = ray.remote(AllocatorService)
-    where = ({"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=True)}
+    where = ({"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
              if node_id else {})
     return cls.options(name=ACTOR_NAME, namespace=NAMESPACE, lifetime="detached",
                        get_if_exists=True, max_restarts=-1, max_task_retries=-1,
