@@ -4,7 +4,7 @@
 # internet: the rest travels in .h200/ (site.tar.xz: panda3d 1.10.16 cp312 without its unused
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
-# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness|variants}
+# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness|variants|compute}
 #   [slots]; variants: VARIANTS=base,const_fs,... (tests/benchmarks/look_variants.py) FRAMES=45
 # multi: slots on every GPU of the host, one renderer killed with kill -9 mid-run (issue: multi-GPU
 # node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
@@ -37,4 +37,6 @@ case "$what" in
   variants) python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
               --frames "${FRAMES:-45}" --procs "$slots" --variants "${VARIANTS:-base}" \
               --json "$OUT/bench_variants.json" 2>&1 | tee "$OUT/bench_variants.log" ;;
+  compute) python3 tests/benchmarks/bench_compute_vs_fragment.py --size 10240x3600 --frames 20 \
+             --json "$OUT/bench_compute.json" 2>&1 | tee "$OUT/bench_compute.log" ;;
 esac

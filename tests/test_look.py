@@ -2,6 +2,7 @@
 linear light, the sample levels' brightness, same bytes twice."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -204,3 +205,41 @@ def test_every_generated_sample_level_is_inside_the_luminance_band(sample_librar
         frames = [f for v in VIEWS for f in read_frames(tmp_path / "r" / row["path"] / f"{v}.mp4")]
         luma = float(np.mean([_luma(f).mean() for f in frames]))
         assert 25 < luma < 140, (row["level_id"], luma)
+
+
+def test_deferred_shading_gives_the_forward_look(tmp_path):
+    """The default deferred path (G-buffer + compute lighting) renders what the forward shader
+    renders: point lights with and without a glTF range, an emissive panel, a mirror sphere, the
+    sun's shadow and the sky, in all five views, within 3 of 255 per channel."""
+    from stages.assetgen.gltf_writer import GlbBuilder
+    from stages.assetgen.primitives import box
+
+    g = GlbBuilder()
+    g.node("ground", g.mesh("ground", box(40, 40, 0.2, center=(0, 0, -0.2)),
+                            g.material("grey", (0.45, 0.45, 0.45), roughness=0.9)))
+    g.node("metal", g.mesh("metal", _uv_sphere(0.6, (3.0, 1.0, 0.6)),
+                           g.material("metal", (0.95, 0.9, 0.8), roughness=0.1, metallic=1.0)))
+    g.node("panel", g.mesh("panel", box(0.1, 1.2, 0.8, center=(-2.5, 1.5, 0.6)),
+                           g.material("panel", (0.2, 0.2, 0.2), emissive=(0.2, 0.8, 1.0))))
+    g.light("lamp", "point", (1.0, 0.5, 0.2), 300.0, translation=(1.5, -1.5, 1.0), range_m=4.0)
+    g.light("bulb", "point", (0.2, 0.4, 1.0), 200.0, translation=(-1.0, 2.5, 1.0))
+    level = tmp_path / "lit.glb"
+    level.write_bytes(g.to_glb())
+    _, char = _scene(tmp_path)
+    dusk = dict(DAY, lighting="dusk", sun_lux=1.0)
+    out = {}
+    for shading in ("forward", "deferred"):
+        look = Look(shadow_map_size=1024, shading=shading)
+        out[shading], _, _ = _render(level, char, lighting=dusk, look=look, auto=False)
+    for v in VIEWS:
+        a, b = out["forward"][v].astype(int), out["deferred"][v].astype(int)
+        assert a.std() > 5, v  # a picture, not a flat colour
+        d = np.abs(a - b)
+        # (the few largest: the sky at the horizon, seen along the exact ray when deferred)
+        assert np.percentile(d, 99.9) <= 2 and d.max() <= 8 and d.mean() < 0.2, (
+            v, d.max(), d.mean())
+        if os.environ.get("WMFORGE_LOOK_DUMP"):
+            from PIL import Image
+
+            Image.fromarray(np.concatenate([a, b], 0).astype(np.uint8)).save(
+                f"{os.environ['WMFORGE_LOOK_DUMP']}/{v}.png")

@@ -112,7 +112,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> dict:
             "shadow_extent_m": rcfg.shadow_extent_m, "meter_frames": rcfg.meter_frames,
             "shadow_pcf_taps": rcfg.shadow_pcf_taps,
             "exposure_key": rcfg.exposure_key, "tone_map": rcfg.tone_map,
-            "ibl_strength": rcfg.ibl_strength}
+            "ibl_strength": rcfg.ibl_strength, "shading": rcfg.shading}
 
 
 def render_key(traj_dir: Path, settings: dict, code: str = "", assets: str = "") -> str:

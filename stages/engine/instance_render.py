@@ -126,7 +126,7 @@ class InstanceRenderer:
             look = Look(**{k: self.s[k] for k in ("shadow_map_size", "shadow_extent_m",
                                                     "shadow_pcf_taps",
                                                     "meter_frames", "exposure_key", "tone_map",
-                                                    "ibl_strength") if k in self.s})
+                                                    "ibl_strength", "shading") if k in self.s})
             self.r = ReplayRenderer(self.s["width"], self.s["height"], self.s["spatial_samples"],
                                     self.s["temporal_samples"], self.display,
                                     self.s["mask_scale"], look=look)

@@ -65,6 +65,10 @@ class Look:
     tone_map: str = "aces"
     # strength of the sky's image-based light
     ibl_strength: float = 1.0
+    # "deferred": a G-buffer from the rasterizer, lit by a compute pass (stages/engine/
+    # deferred.py; fast where pixel shaders run on few units, as on an H200); "forward": the
+    # whole look in the fragment shader (the reference)
+    shading: str = "deferred"
 
 
 def halton(i: int, base: int) -> float:
@@ -177,6 +181,10 @@ class ReplayRenderer:
         if self.look.shadow_pcf_taps not in (1, 2, 4, 8):
             raise ValueError(f"render.shadow_pcf_taps is {self.look.shadow_pcf_taps}; "
                              "expected 1, 2, 4 or 8")
+        if self.look.shading not in ("deferred", "forward"):
+            raise ValueError(f"render.shading is {self.look.shading!r}; expected "
+                             "deferred|forward")
+        self.deferred = self.look.shading == "deferred"
         if self.look.tone_map not in ("aces", "none"):
             raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
         self.engine = GraphicsEngine.getGlobalPtr()
@@ -193,13 +201,19 @@ class ReplayRenderer:
             raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
                              "atlas; use fewer samples or a smaller preset")
 
-        def fbp(depth: bool, hdr: bool = False) -> Any:
+        def fbp(depth: bool, hdr: bool = False, gbuffer: bool = False) -> Any:
             p = FrameBufferProperties()
             p.setRgbColor(True)
             p.setFloatColor(hdr)
             # linear light in packed 32-bit floats (R11G11B10F): half the bandwidth of RGBA16F
             p.setRgbaBits(*((11, 11, 10, 0) if hdr else (8, 8, 8, 8)))
             p.setDepthBits(24 if depth else 0)
+            if gbuffer:  # colour 0: emission; 1: base colour, metallic; 2: normal, rough, shadow
+                # (RGBA16F both: Panda3D gives an aux_rgba plane the colour's format, here one
+                # without alpha); depth as 32-bit float: positions are rebuilt from it
+                p.setAuxHrgba(2)
+                p.setFloatDepth(True)
+                p.setDepthBits(32)
             return p
 
         flags = GraphicsPipe.BF_refuse_window
@@ -210,7 +224,8 @@ class ReplayRenderer:
         if self.host is None:
             raise RuntimeError("render: could not create an offscreen GL context")
         self.atlas = self.engine.makeOutput(
-            pipe, "atlas", 0, fbp(True, hdr=True), WindowProperties.size(aw, ah),
+            pipe, "atlas", 0, fbp(True, hdr=True, gbuffer=self.deferred),
+            WindowProperties.size(aw, ah),
             flags | GraphicsPipe.BF_refuse_parasite, self.host.getGsg(), self.host)
         if self.atlas is None:
             raise RuntimeError(f"render: could not create a {aw}x{ah} float offscreen buffer")
@@ -220,6 +235,14 @@ class ReplayRenderer:
         self.atlas_tex.setComponentType(Texture.T_float)
         self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
                                     self.atlas.RTP_color)
+        self.gbuf: dict[str, Any] = {}
+        if self.deferred:
+            for name, plane in (("gb_albedo", self.atlas.RTP_aux_hrgba_0),
+                                ("gb_normal", self.atlas.RTP_aux_hrgba_1),
+                                ("gb_depth", self.atlas.RTP_depth)):
+                tex = Texture(name)
+                self.atlas.addRenderTexture(tex, self.atlas.RTM_bind_or_copy, plane)
+                self.gbuf[name] = tex
         self.atlas.setClearColorActive(True)
         self.out_tex = Texture("resolved")
         self.resolve = self.engine.makeOutput(pipe, "resolve", 10, fbp(False),
@@ -348,7 +371,72 @@ class ReplayRenderer:
             card.setShaderInput("meter", 0)
             self.resolve_cards.append(card)
         self.resolve_root = root
-        del aw, ah
+        self.cs_np: Any = None
+        if self.deferred:
+            self._build_lighting_pass(root, aw, ah)
+
+    def _build_lighting_pass(self, root: Any, aw: int, ah: int) -> None:
+        """The deferred lighting compute pass, dispatched in the resolve buffer before its
+        cards draw (the atlas, rendered first, holds the G-buffer then)."""
+        from panda3d.core import (
+            ComputeNode,
+            OmniBoundingVolume,
+            Shader,
+            ShaderInput,
+        )
+
+        from .deferred import LIGHT_CS
+
+        node = ComputeNode("deferred_lighting")
+        node.addDispatch((aw + 7) // 8, (ah + 7) // 8, 1)
+        node.setBounds(OmniBoundingVolume())
+        node.setFinal(True)
+        cs = root.attachNewNode(node)
+        cs.setBin("background", 0)
+        cs.setShader(Shader.makeCompute(Shader.SL_GLSL, LIGHT_CS))
+        cs.setShaderInput(ShaderInput("radiance", self.atlas_tex, True, True, -1, 0))
+        for name, tex in self.gbuf.items():
+            cs.setShaderInput(name, tex)
+        cs.setShaderInput("tile_size", (self.W, self.H))
+        cs.setShaderInput("tiles_per_row", int(self.tiles_per_row))
+        cs.setShaderInput("ntiles", int(self.N * len(VIEWS)))
+        cs.setShaderInput("ibl_strength", float(self.look.ibl_strength))
+        cs.setShaderInput("sky_strength", 1.0)
+        cs.setShaderInput("shadow_light", -1)
+        self.cs_np = cs
+        self._set_deferred_lights([], [])
+        self._set_tile_cameras()
+
+    def _set_deferred_lights(self, lights: list[Any], ranges: list[float]) -> None:
+        if self.cs_np is None:
+            return
+        from .deferred import light_inputs
+
+        for k, v in light_inputs(lights, self.scene, ranges).items():
+            self.cs_np.setShaderInput(k, v)
+
+    def _set_tile_cameras(self) -> None:
+        """Each atlas tile's clip → world matrix and eye position, for the lighting pass (as
+        its camera is placed for this frame, jitter included)."""
+        from panda3d.core import LMatrix4f, PTA_LMatrix4f, PTA_LVecBase3f
+
+        inv = PTA_LMatrix4f.emptyArray(64)
+        eye = PTA_LVecBase3f.emptyArray(64)
+        for v, view in enumerate(VIEWS):
+            for t in range(self.T):
+                for s in range(self.S):
+                    tile = v * self.N + t * self.S + s
+                    cam = self.cams[(view, t, s)]
+                    m = LMatrix4f(cam.getMat(self.scene))
+                    m.invertInPlace()
+                    m = m * cam.node().getLens().getProjectionMat()
+                    m.invertInPlace()
+                    inv[tile] = m
+                    p = cam.getPos(self.scene)
+                    eye[tile] = (p.x, p.y, p.z)
+        assert self.cs_np is not None
+        self.cs_np.setShaderInput("clip_to_world", inv)
+        self.cs_np.setShaderInput("eye", eye)
 
     def set_exposure(self, ev: float) -> None:
         """Exposure compensation in stops (the level's), applied to linear light before the
@@ -379,9 +467,11 @@ class ReplayRenderer:
             ShaderAttrib,
         )
 
+        from .deferred import GBUF_FRAG
         from .pbr import PBR_FRAG, PBR_VERT, SKY_FRAG, SKY_VERT, sphere
 
-        self.pbr_shader = Shader.make(Shader.SL_GLSL, PBR_VERT, PBR_FRAG)
+        self.pbr_shader = Shader.make(Shader.SL_GLSL, PBR_VERT,
+                                      GBUF_FRAG if self.deferred else PBR_FRAG)
         self.scene.setAttrib(ShaderAttrib.make(self.pbr_shader))
         fallback = Material("wmforge-fallback")
         fallback.setBaseColor((1, 1, 1, 1))
@@ -418,6 +508,8 @@ class ReplayRenderer:
         sky.setLightOff(10)
         sky.setMaterialOff(10)
         sky.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
+        if self.deferred:  # the lighting pass draws the sky where nothing else was drawn
+            sky.hide(BitMask32.allOn())
         del ColorWriteAttrib
         self.sky_np = sky
         self._set_sky({})
@@ -437,6 +529,7 @@ class ReplayRenderer:
             ranges[i] = d * scale if math.isfinite(d) and d > 0 else 0.0
         self.scene.setShaderInput("light_range", ranges)
         self.scene.setShaderInput("num_lights", min(len(lights), MAX_LIGHTS))
+        self._set_deferred_lights(lights, [ranges[i] for i in range(MAX_LIGHTS)])
 
     def _set_sky(self, lighting: dict) -> dict:
         from .pbr import sh9, sky_settings
@@ -445,13 +538,17 @@ class ReplayRenderer:
         for k, name in (("zenith", "sky_zenith"), ("horizon", "sky_horizon"),
                         ("ground", "sky_ground"), ("sun_dir", "sun_dir_world"),
                         ("sun_radiance", "sun_radiance")):
-            self.scene.setShaderInput(name, tuple(float(x) for x in s[k]))
+            for target in (self.scene, self.cs_np):
+                if target is not None:
+                    target.setShaderInput(name, tuple(float(x) for x in s[k]))
         from panda3d.core import PTA_LVecBase3f
 
         coeffs = PTA_LVecBase3f.emptyArray(9)
         for i, c in enumerate(sh9(s)):
             coeffs[i] = c
         self.scene.setShaderInput("sh_coeffs", coeffs)
+        if self.cs_np is not None:
+            self.cs_np.setShaderInput("sh_coeffs", coeffs)
         self.sky = s
         return s
 
@@ -538,6 +635,8 @@ class ReplayRenderer:
         self._set_light_ranges(lights)
         self._make_sun(lights[0])
         self.scene.setShaderInput("shadow_light", 0)
+        if self.cs_np is not None:
+            self.cs_np.setShaderInput("shadow_light", 0)
         self.scene.setShaderInput("sun", self.sun)
         self._set_sky(lit)
         self.atlas.setClearColor((0, 0, 0, 1))
@@ -662,6 +761,8 @@ class ReplayRenderer:
         for view in VIEWS:
             self._place_camera(self.mask_cams[view], exact.views[view], (0.0, 0.0))
         self.fit_sun(exact.character.pos)
+        if self.cs_np is not None:
+            self._set_tile_cameras()
         self.engine.renderFrame()
         img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])

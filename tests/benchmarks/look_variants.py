@@ -6,7 +6,10 @@ render worker on the instance, so a variant's speed is measured through the same
 ``bench_render.py``. ``bench_render.py --variants a,b,c`` runs them side by side.
 
 Variants (comma-free names; ``a+b`` applies both):
-  base            the renderer as committed
+  base            the renderer as committed (deferred shading: G-buffer + compute lighting)
+  forward         the whole look in the fragment shader (render.shading=forward); the
+                  shader-patching variants below patch the forward shader: combine them with
+                  it (forward+no_ibl)
   const_fs        a fragment shader that writes a constant (vertex, raster, ROP and CPU costs only)
   albedo_fs       base colour texture only (one fetch, no lighting)
   no_shadow_taps  PBR without the shadow-map lookups (the shadow pass still runs)
@@ -236,6 +239,17 @@ def _apply_one(variant: str) -> None:
                                     "texture(p3d_TextureNormal, v_texcoord).rgb", "vec3(1.0)"))
     elif variant == "bilinear_mips":
         _bilinear_mips()
+    elif variant == "forward":  # the whole look in the fragment shader (the reference)
+        from stages.engine.replay_render import ReplayRenderer
+
+        orig_f = ReplayRenderer.__init__
+
+        def init_f(self: Any, *a: Any, look: Any = None, **k: Any) -> None:
+            if look is not None:
+                look.shading = "forward"
+            orig_f(self, *a, look=look, **k)
+
+        ReplayRenderer.__init__ = init_f  # type: ignore[method-assign]
     elif variant == "shadow1024":
         from stages.engine.replay_render import ReplayRenderer
 
