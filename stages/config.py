@@ -161,8 +161,9 @@ class RenderConfig:
     ibl_strength: float = 0.6
     # deferred: the rasterizer writes a G-buffer and a compute pass lights it (the same look;
     # an H100/H200 runs pixel shaders on few units, compute on all; needs OpenGL 4.3);
-    # forward: the whole look in the fragment shader (the reference; OpenGL 3.3)
-    shading: str = "deferred"
+    # forward: the whole look in the fragment shader (the reference; OpenGL 3.3); auto:
+    # deferred on a GPU with compute shaders, forward on a software rasterizer (llvmpipe)
+    shading: str = "auto"
 
     def size(self) -> tuple[int, int]:
         if self.width and self.height:
@@ -390,9 +391,9 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if not 1 <= r.spatial_samples * r.temporal_samples <= 64:
         raise ConfigError(f"{source}: render.spatial_samples x render.temporal_samples must be "
                           "between 1 and 64")
-    if r.shading not in ("deferred", "forward"):
-        raise ConfigError(f"{source}: render.shading is {r.shading!r}; expected deferred or "
-                          "forward")
+    if r.shading not in ("auto", "deferred", "forward"):
+        raise ConfigError(f"{source}: render.shading is {r.shading!r}; expected auto, "
+                          "deferred or forward")
     if r.shadow_pcf_taps not in (1, 2, 4, 8):
         raise ConfigError(f"{source}: render.shadow_pcf_taps is {r.shadow_pcf_taps}; expected "
                           "1, 2, 4 or 8")

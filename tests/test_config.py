@@ -55,6 +55,13 @@ def test_shadow_taps_must_be_a_power_of_two_up_to_8():
         load_params(PARAMS_PATH, ["render.shadow_pcf_taps=3"])
 
 
+def test_shading_is_auto_deferred_or_forward():
+    assert load_params(PARAMS_PATH, []).render.shading == "auto"
+    assert load_params(PARAMS_PATH, ["render.shading=forward"]).render.shading == "forward"
+    with pytest.raises(ConfigError, match=r"render\.shading is 'fast'; expected auto, deferred"):
+        load_params(PARAMS_PATH, ["render.shading=fast"])
+
+
 def test_wrong_key_in_conf_fails_composition(tmp_path):
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

@@ -243,3 +243,16 @@ def test_deferred_shading_gives_the_forward_look(tmp_path):
 
             Image.fromarray(np.concatenate([a, b], 0).astype(np.uint8)).save(
                 f"{os.environ['WMFORGE_LOOK_DUMP']}/{v}.png")
+
+
+def test_auto_shading_is_forward_on_a_software_rasterizer_and_recorded(tmp_path):
+    """render.shading auto resolves per GL driver: forward on llvmpipe (deferred only pays off
+    where pixel shaders run on few units), deferred on a GPU with compute shaders."""
+    r = ReplayRenderer(64, 36, 1, 1, "p3headlessgl", 1, look=Look(shading="auto"))
+    try:
+        renderer = str(r.gsg.getDriverRenderer()).lower()
+        want = "forward" if "llvmpipe" in renderer else "deferred"
+        assert r.shading == want and r.deferred == (want == "deferred")
+        assert (r.cs_np is not None) == r.deferred
+    finally:
+        r.close()

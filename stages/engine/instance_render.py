@@ -281,6 +281,8 @@ class InstanceRenderer:
             "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
             # the trajectory's exposure: metered auto exposure x the level's compensation
             "exposure": getattr(self, "exposure", None),
+            # the shading the renderer used (render.shading auto resolves per GL driver)
+            "shading": getattr(self.r, "shading", None),
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose

@@ -67,8 +67,9 @@ class Look:
     ibl_strength: float = 1.0
     # "deferred": a G-buffer from the rasterizer, lit by a compute pass (stages/engine/
     # deferred.py; fast where pixel shaders run on few units, as on an H200); "forward": the
-    # whole look in the fragment shader (the reference)
-    shading: str = "deferred"
+    # whole look in the fragment shader (the reference); "auto": deferred on a GPU with
+    # compute shaders, forward on a software rasterizer
+    shading: str = "auto"
 
 
 def halton(i: int, base: int) -> float:
@@ -181,10 +182,10 @@ class ReplayRenderer:
         if self.look.shadow_pcf_taps not in (1, 2, 4, 8):
             raise ValueError(f"render.shadow_pcf_taps is {self.look.shadow_pcf_taps}; "
                              "expected 1, 2, 4 or 8")
-        if self.look.shading not in ("deferred", "forward"):
+        if self.look.shading not in ("auto", "deferred", "forward"):
             raise ValueError(f"render.shading is {self.look.shading!r}; expected "
-                             "deferred|forward")
-        self.deferred = self.look.shading == "deferred"
+                             "auto|deferred|forward")
+        self.deferred = False  # decided once the GL context exists (_choose_shading)
         if self.look.tone_map not in ("aces", "none"):
             raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
         self.engine = GraphicsEngine.getGlobalPtr()
@@ -223,6 +224,8 @@ class ReplayRenderer:
                                            WindowProperties.size(16, 16), flags, None, None)
         if self.host is None:
             raise RuntimeError("render: could not create an offscreen GL context")
+        self.shading = self._choose_shading()
+        self.deferred = self.shading == "deferred"
         self.atlas = self.engine.makeOutput(
             pipe, "atlas", 0, fbp(True, hdr=True, gbuffer=self.deferred),
             WindowProperties.size(aw, ah),
@@ -275,6 +278,22 @@ class ReplayRenderer:
         self._setup_shading()
 
     # ------------------------------------------------------------------ set-up
+
+    def _choose_shading(self) -> str:
+        """``render.shading`` made concrete for this GL driver: auto is deferred where compute
+        shaders run on a GPU, forward on a software rasterizer (llvmpipe is ~16 % slower
+        deferred: it has no few-graphics-units bottleneck to escape) or without compute."""
+        self.engine.openWindows()
+        gsg = self.host.getGsg()
+        renderer = str(gsg.getDriverRenderer())
+        compute = bool(gsg.getSupportsComputeShaders())
+        if self.look.shading == "deferred" and not compute:
+            raise RuntimeError(f"render.shading is deferred but the GL driver ({renderer}) has "
+                               "no compute shaders (OpenGL 4.3); use auto or forward")
+        if self.look.shading != "auto":
+            return self.look.shading
+        soft = any(k in renderer.lower() for k in ("llvmpipe", "softpipe", "swrast"))
+        return "deferred" if compute and not soft else "forward"
 
     def _lens(self) -> Any:
         from panda3d.core import PerspectiveLens
