@@ -18,7 +18,9 @@ from stages.cluster.simulate.config import SimConfig, apply_sets
 from stages.cluster.simulate.model import ClusterSim
 from stages.cluster.simulate.profiles import (
     H200_HARNESS_FPS,
+    H200_HARNESS_FPS_LOOK,
     H200_NODE_RUNNER_FPS,
+    H200_NODE_RUNNER_FPS_LOOK,
     PAPER_MIN_PER_NODE_HOUR,
     unreal_paper,
 )
@@ -43,6 +45,11 @@ def test_profile_numbers_are_the_readme_benchmarks():
     table = {int(s): (float(runner), float(harness)) for s, runner, _, harness in rows}
     assert {s: table[s][0] for s in H200_NODE_RUNNER_FPS} == H200_NODE_RUNNER_FPS
     assert {s: table[s][1] for s in H200_HARNESS_FPS} == H200_HARNESS_FPS
+    # with the look (deferred shading): the harness curve and the 16-slot runner
+    look = dict(re.findall(r"^\| (\d+), the look, deferred shading \| ([\d.]+) \|", text, re.M))
+    assert {int(k): float(v) for k, v in look.items()} == H200_HARNESS_FPS_LOOK
+    runner = re.search(r"^\| 16, PBR look, \*\*deferred shading\*\*[^|]*\| ([\d.]+) \|", text, re.M)
+    assert runner and {16: float(runner.group(1))} == H200_NODE_RUNNER_FPS_LOOK
 
 
 def test_model_reproduces_the_h200_node_runner():
@@ -51,7 +58,7 @@ def test_model_reproduces_the_h200_node_runner():
     cal = h200_node_runner()
     assert cal["ok"], cal
     assert all(abs(r["error"]) <= H200_TOLERANCE for r in cal["rows"])
-    assert {r["slots"] for r in cal["rows"]} == {1, 4, 8, 16}
+    assert {r["slots"] for r in cal["rows"]} == {1, 4, 8, 16, "16, the look"}
 
 
 def test_model_reproduces_the_measured_test_cluster():

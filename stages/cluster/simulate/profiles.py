@@ -1,8 +1,10 @@
 """Cost profiles: what one slot pays for a level and its trajectories.
 
-The embedded profile is measured (README "Benchmarks", the node-runner table, lent NVIDIA H200,
-2026-12-03); the Unreal profile is taken from the paper (§5.2, Table 1), its render speed fitted
-so that the model reproduces the paper's 33 five-view minutes per node-hour.
+The embedded profile is measured (README "Benchmarks", the node-runner tables, lent NVIDIA H200:
+the GPU throughput curve of the current look, deferred shading, 2026-12-04; the per-level fixed
+cost from the pre-look runs of 2026-12-03); the Unreal profile is taken from the paper (§5.2,
+Table 1), its render speed fitted so that the model reproduces the paper's 33 five-view minutes
+per node-hour.
 """
 
 from __future__ import annotations
@@ -82,6 +84,11 @@ class CostProfile:
 H200_HARNESS_FPS = {1: 17.0, 4: 43.7, 8: 51.0, 16: 52.7}
 H200_NODE_RUNNER_FPS = {1: 14.5, 4: 40.9, 8: 49.4, 16: 52.3}
 H200_BENCH_FRAMES = 300  # bench_node.py --frames 300: one trajectory per slot
+# the same harness with issue #20's look, deferred shading (README Benchmarks, 2026-12-04,
+# docs/bench/h200_harness_deferred_2026-12-04.json) and the node runner at 16 slots (35.9);
+# this curve is the embedded profile's GPU throughput
+H200_HARNESS_FPS_LOOK = {1: 13.85, 4: 30.1, 8: 34.6, 16: 36.3}
+H200_NODE_RUNNER_FPS_LOOK = {16: 35.9}
 # "Stage I on the same host: 16 trajectories × 300 frames on 16 slots in 2.8 s"
 H200_STAGE1_S_PER_FRAME = 2.8 / 300
 # 1-slot runner vs harness: 300/14.5 - 300/17.0 = 3.04 s per level (process start, pack copy,
@@ -90,21 +97,27 @@ H200_LEVEL_FIXED_S = (H200_BENCH_FRAMES / H200_NODE_RUNNER_FPS[1]
                       - H200_BENCH_FRAMES / H200_HARNESS_FPS[1])
 
 
-def embedded_h200() -> CostProfile:
-    """The embedded engine (Panda3D) on one H200 per GPU, 720p × 8 spatial samples: measured."""
+def embedded_h200(look: bool = True) -> CostProfile:
+    """The embedded engine (Panda3D) on one H200 per GPU, 720p × 8 spatial samples: measured.
+    ``look``: the current look (PBR, deferred shading); False: the renderer before issue #20
+    (the runs that calibrate the model's per-level fixed cost against the node runner)."""
+    fps, mem, when = ((H200_HARNESS_FPS_LOOK, 1.7, "2026-12-04, the look with deferred shading")
+                      if look else (H200_HARNESS_FPS, 0.6, "2026-12-03, before the look"))
     return CostProfile(
         name="embedded-h200",
-        source="measured: README Benchmarks, bench_node.py on the lent NVIDIA H200 (16 vCPUs), "
-               "2026-12-03, 720p x8 spatial, harness column = GPU throughput at 1/4/8/16 "
-               "co-resident slots; Stage I 2.8 s per 300 frames; per-level fixed cost = "
-               "1-slot runner minus harness time",
-        gpu_fps=dict(H200_HARNESS_FPS), trajectories_per_unit=16,
+        source="measured: README Benchmarks, bench_render.py/bench_node.py on the lent NVIDIA "
+               f"H200 (16 vCPUs), 720p x8 spatial: harness = GPU throughput at 1/4/8/16 "
+               f"co-resident slots ({when}); Stage I 2.8 s per 300 frames; per-level fixed cost "
+               "= 1-slot runner minus harness time (2026-12-03)",
+        gpu_fps=dict(fps), trajectories_per_unit=16,
         stage1_s_per_frame=H200_STAGE1_S_PER_FRAME,
         cold_load_s=round(H200_LEVEL_FIXED_S, 3), warm_load_s=round(H200_LEVEL_FIXED_S, 3),
-        default_slots_per_gpu=16, gpu_mem_gb=141.0, slot_gpu_mem_gb=0.6,
+        default_slots_per_gpu=16, gpu_mem_gb=141.0, slot_gpu_mem_gb=mem,
         notes=("16 one-minute trajectories per lease (a level's pass): an assumption",
                "every GPU comes with the lent host's 16 vCPUs (the curve includes their "
-               "encoding limit)", "GPU memory per slot 0.6 GiB: 9.7 GiB at 16 slots (README)",
+               "encoding limit)",
+               f"GPU memory per slot {mem} GiB (README: 27.1 GiB at 16 slots with the look, "
+               "9.7 GiB before)",
                "per-level fixed cost measured with 300-frame trajectories; a 1800-frame "
                "trajectory is assumed to scale linearly in frames",
                "cold = warm: the embedded engine builds no per-level shader or texture cache "
