@@ -281,7 +281,7 @@ class ReplayRenderer:
 
     def _choose_shading(self) -> str:
         """``render.shading`` made concrete for this GL driver: auto is deferred where compute
-        shaders run on a GPU, forward on a software rasterizer (llvmpipe is ~16 % slower
+        shaders run on a GPU, forward on a software rasterizer (llvmpipe is ~17 % slower
         deferred: it has no few-graphics-units bottleneck to escape) or without compute."""
         self.engine.openWindows()
         gsg = self.host.getGsg()

@@ -6,10 +6,12 @@ render worker on the instance, so a variant's speed is measured through the same
 ``bench_render.py``. ``bench_render.py --variants a,b,c`` runs them side by side.
 
 Variants (comma-free names; ``a+b`` applies both):
-  base            the renderer as committed (deferred shading: G-buffer + compute lighting)
+  base            the renderer as committed (render.shading auto: deferred on GPUs, forward
+                  on llvmpipe)
   forward         the whole look in the fragment shader (render.shading=forward); the
                   shader-patching variants below patch the forward shader: combine them with
                   it (forward+no_ibl)
+  deferred        G-buffer + compute lighting (render.shading=deferred)
   const_fs        a fragment shader that writes a constant (vertex, raster, ROP and CPU costs only)
   albedo_fs       base colour texture only (one fetch, no lighting)
   no_shadow_taps  PBR without the shadow-map lookups (the shadow pass still runs)
@@ -239,14 +241,14 @@ def _apply_one(variant: str) -> None:
                                     "texture(p3d_TextureNormal, v_texcoord).rgb", "vec3(1.0)"))
     elif variant == "bilinear_mips":
         _bilinear_mips()
-    elif variant == "forward":  # the whole look in the fragment shader (the reference)
+    elif variant in ("forward", "deferred"):  # render.shading forced either way
         from stages.engine.replay_render import ReplayRenderer
 
         orig_f = ReplayRenderer.__init__
 
         def init_f(self: Any, *a: Any, look: Any = None, **k: Any) -> None:
             if look is not None:
-                look.shading = "forward"
+                look.shading = variant
             orig_f(self, *a, look=look, **k)
 
         ReplayRenderer.__init__ = init_f  # type: ignore[method-assign]
