@@ -256,3 +256,26 @@ def test_auto_shading_is_forward_on_a_software_rasterizer_and_recorded(tmp_path)
         assert (r.cs_np is not None) == r.deferred
     finally:
         r.close()
+
+
+def test_deferred_gives_the_same_bytes_in_two_processes(tmp_path):
+    """Deferred shading reads only what it wrote this frame (no uninitialised uniform or
+    plane): two fresh processes render the lit scene to the same bytes."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    level, char = _scene(tmp_path, [("ball", _uv_sphere(0.6, (3.0, 1.0, 0.6)),
+                                     ((0.9, 0.9, 0.9), {"roughness": 0.2, "metallic": 1.0}))])
+    code = (
+        "import sys, hashlib; sys.path.insert(0, sys.argv[1])\n"
+        "from tests.test_look import _render, DAY\n"
+        "from stages.engine.replay_render import Look\n"
+        "c, _, _ = _render(sys.argv[2], sys.argv[3], look=Look(shadow_map_size=512, "
+        "shading='deferred'))\n"
+        "print(hashlib.sha256(b''.join(c[v].tobytes() for v in sorted(c))).hexdigest())\n")
+    root = str(Path(__file__).resolve().parents[1])
+    digests = [subprocess.run([sys.executable, "-c", code, root, str(level), str(char)],
+                              capture_output=True, text=True, check=True, cwd=root
+                              ).stdout.split()[-1] for _ in range(2)]
+    assert digests[0] == digests[1] and len(digests[0]) == 64

@@ -208,6 +208,12 @@ def light_inputs(lights: list[Any], scene: Any, ranges: list[float]) -> dict[str
     rng = PTA_float.emptyArray(MAX_LIGHTS)
     import math
 
+    for i in range(MAX_LIGHTS):  # emptyArray does not zero: every slot set
+        vec[i] = (0.0, 0.0, 0.0, 0.0)
+        col[i] = (0.0, 0.0, 0.0)
+        att[i] = (1.0, 0.0, 0.0)
+        spot[i] = (0.0, 0.0, 0.0, 0.0)
+        rng[i] = 0.0
     for i, ln in enumerate(lights[:MAX_LIGHTS]):
         node = ln.node()
         c = node.getColor()

@@ -392,26 +392,47 @@ class ReplayRenderer:
         self.resolve_root = root
         self.cs_np: Any = None
         if self.deferred:
-            self._build_lighting_pass(root, aw, ah)
+            self._build_lighting_pass(aw, ah)
 
-    def _build_lighting_pass(self, root: Any, aw: int, ah: int) -> None:
-        """The deferred lighting compute pass, dispatched in the resolve buffer before its
-        cards draw (the atlas, rendered first, holds the G-buffer then)."""
+    def _build_lighting_pass(self, aw: int, ah: int) -> None:
+        """The deferred lighting compute pass, in a buffer of its own drawn after the atlas
+        (sort 0) and the mask (5) and before the resolve (10). Its own buffer, not a node in
+        the resolve's scene: Panda3D 1.10 marks an image written by a shader for a memory
+        barrier only when that shader's bindings are undone, which happens at the end of a
+        buffer's frame (then it issues glMemoryBarrier before the resolve's texelFetch and
+        before the next frame's atlas draw); inside one buffer it would not."""
         from panda3d.core import (
+            Camera,
             ComputeNode,
+            FrameBufferProperties,
+            GraphicsPipe,
+            NodePath,
             OmniBoundingVolume,
             Shader,
             ShaderInput,
+            WindowProperties,
         )
 
         from .deferred import LIGHT_CS
 
+        fbp = FrameBufferProperties()
+        fbp.setRgbColor(True)
+        fbp.setRgbaBits(8, 8, 8, 8)
+        self.light_buf = self.engine.makeOutput(
+            self.pipe, "lighting", 7, fbp, WindowProperties.size(16, 16),
+            GraphicsPipe.BF_refuse_window, self.gsg, self.atlas)
+        if self.light_buf is None:
+            raise RuntimeError("render: could not create the deferred lighting buffer")
+        self.light_buf.setClearColorActive(False)
+        self.light_buf.setClearDepthActive(False)
+        root = NodePath("lighting")
+        dr = self.light_buf.makeDisplayRegion()
+        dr.setCamera(root.attachNewNode(Camera("lighting_cam")))
         node = ComputeNode("deferred_lighting")
         node.addDispatch((aw + 7) // 8, (ah + 7) // 8, 1)
         node.setBounds(OmniBoundingVolume())
         node.setFinal(True)
         cs = root.attachNewNode(node)
-        cs.setBin("background", 0)
         cs.setShader(Shader.makeCompute(Shader.SL_GLSL, LIGHT_CS))
         cs.setShaderInput(ShaderInput("radiance", self.atlas_tex, True, True, -1, 0))
         for name, tex in self.gbuf.items():
@@ -529,6 +550,12 @@ class ReplayRenderer:
         sky.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
         if self.deferred:  # the lighting pass draws the sky where nothing else was drawn
             sky.hide(BitMask32.allOn())
+            # a G-buffer holds one surface a pixel: blending would mix its planes (the alpha
+            # of each holds data) with the previous frame's; see-through materials are cut out
+            # at alpha 0.5 by the G-buffer shader instead
+            from panda3d.core import TransparencyAttrib
+
+            self.scene.setTransparency(TransparencyAttrib.M_none, 1000)
         del ColorWriteAttrib
         self.sky_np = sky
         self._set_sky({})
@@ -541,6 +568,8 @@ class ReplayRenderer:
         from .pbr import MAX_LIGHTS
 
         ranges = PTA_float.emptyArray(MAX_LIGHTS)
+        for i in range(MAX_LIGHTS):  # emptyArray does not zero
+            ranges[i] = 0.0
         for i, ln in enumerate(lights[:MAX_LIGHTS]):
             node = ln.node()
             d = float(node.getMaxDistance()) if hasattr(node, "getMaxDistance") else 0.0
@@ -548,7 +577,9 @@ class ReplayRenderer:
             ranges[i] = d * scale if math.isfinite(d) and d > 0 else 0.0
         self.scene.setShaderInput("light_range", ranges)
         self.scene.setShaderInput("num_lights", min(len(lights), MAX_LIGHTS))
-        self._set_deferred_lights(lights, [ranges[i] for i in range(MAX_LIGHTS)])
+        self._lights = list(lights)
+        self._light_ranges = [ranges[i] for i in range(MAX_LIGHTS)]
+        self._set_deferred_lights(self._lights, self._light_ranges)
 
     def _set_sky(self, lighting: dict) -> dict:
         from .pbr import sh9, sky_settings
@@ -782,6 +813,8 @@ class ReplayRenderer:
         self.fit_sun(exact.character.pos)
         if self.cs_np is not None:
             self._set_tile_cameras()
+            # world-space lights every frame: a light under a pushed prop moves with it
+            self._set_deferred_lights(self._lights, self._light_ranges)
         self.engine.renderFrame()
         img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
