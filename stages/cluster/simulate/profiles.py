@@ -85,10 +85,10 @@ H200_HARNESS_FPS = {1: 17.0, 4: 43.7, 8: 51.0, 16: 52.7}
 H200_NODE_RUNNER_FPS = {1: 14.5, 4: 40.9, 8: 49.4, 16: 52.3}
 H200_BENCH_FRAMES = 300  # bench_node.py --frames 300: one trajectory per slot
 # the same harness with issue #20's look, deferred shading (README Benchmarks, 2026-12-04,
-# docs/bench/h200_harness_deferred_2026-12-04.json) and the node runner at 16 slots (35.9);
+# docs/bench/h200_harness_deferred_2026-12-04.json) and the node runner at 16 slots (35.63);
 # this curve is the embedded profile's GPU throughput
 H200_HARNESS_FPS_LOOK = {1: 13.85, 4: 30.1, 8: 34.6, 16: 36.3}
-H200_NODE_RUNNER_FPS_LOOK = {16: 35.9}
+H200_NODE_RUNNER_FPS_LOOK = {16: 35.63}
 # "Stage I on the same host: 16 trajectories × 300 frames on 16 slots in 2.8 s"
 H200_STAGE1_S_PER_FRAME = 2.8 / 300
 # 1-slot runner vs harness: 300/14.5 - 300/17.0 = 3.04 s per level (process start, pack copy,
@@ -116,7 +116,7 @@ def embedded_h200(look: bool = True) -> CostProfile:
         notes=("16 one-minute trajectories per lease (a level's pass): an assumption",
                "every GPU comes with the lent host's 16 vCPUs (the curve includes their "
                "encoding limit)",
-               f"GPU memory per slot {mem} GiB (README: 27.1 GiB at 16 slots with the look, "
+               f"GPU memory per slot {mem} GiB (README: 27.5 GiB at 16 slots with the look, "
                "9.7 GiB before)",
                "per-level fixed cost measured with 300-frame trajectories; a 1800-frame "
                "trajectory is assumed to scale linearly in frames",
