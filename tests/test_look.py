@@ -208,9 +208,9 @@ def test_every_generated_sample_level_is_inside_the_luminance_band(sample_librar
 
 
 def test_deferred_shading_gives_the_forward_look(tmp_path):
-    """The default deferred path (G-buffer + compute lighting) renders what the forward shader
-    renders: point lights with and without a glTF range, an emissive panel, a mirror sphere, the
-    sun's shadow and the sky, in all five views, within 3 of 255 per channel."""
+    """The deferred path (G-buffer + compute lighting) renders what the forward shader renders:
+    point lights with and without a glTF range, a spot light, an emissive panel, a mirror
+    sphere, a normal-mapped wall, the sun's shadow and the sky, in all five views."""
     from stages.assetgen.gltf_writer import GlbBuilder
     from stages.assetgen.primitives import box
 
@@ -223,6 +223,19 @@ def test_deferred_shading_gives_the_forward_look(tmp_path):
                            g.material("panel", (0.2, 0.2, 0.2), emissive=(0.2, 0.8, 1.0))))
     g.light("lamp", "point", (1.0, 0.5, 0.2), 300.0, translation=(1.5, -1.5, 1.0), range_m=4.0)
     g.light("bulb", "point", (0.2, 0.4, 1.0), 200.0, translation=(-1.0, 2.5, 1.0))
+    # a spot shining straight down (glTF -Z turned to -Y, the up axis there) in front of the
+    # character, and a normal-mapped brick wall (tangents)
+    g.light("spot", "spot", (1.0, 1.0, 0.6), 400.0, translation=(2.0, 1.5, 3.0),
+            rotation=[-0.70710678, 0.0, 0.0, 0.70710678], cone_deg=(15.0, 25.0))
+    from stages.assetgen.gltf_writer import encode_png
+    from stages.assetgen.primitives import surface_maps
+
+    albedo, mr, nrm = surface_maps("brick", 64, 1)
+    brick = g.material("brick", texture=g.texture(encode_png(albedo), "brick"), roughness=1.0,
+                       metallic_roughness=g.texture(encode_png(mr), "brick_mr"),
+                       normal=g.texture(encode_png(nrm), "brick_n"))
+    g.node("wall", g.mesh("wall", box(0.3, 4.0, 2.0, center=(-3.0, -2.0, 1.0)), brick,
+                          tangents=True))
     level = tmp_path / "lit.glb"
     level.write_bytes(g.to_glb())
     _, char = _scene(tmp_path)

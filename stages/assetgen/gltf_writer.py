@@ -240,13 +240,20 @@ class GlbBuilder:
         return idx
 
     def light(self, name: str, kind: str, color, intensity: float, translation=(0, 0, 0),
-              rotation: list[float] | None = None, range_m: float | None = None) -> int:
+              rotation: list[float] | None = None, range_m: float | None = None,
+              cone_deg: tuple[float, float] | None = None) -> int:
+        """A KHR_lights_punctual light (``kind``: directional, point or spot; a spot shines
+        along its node's -Z, ``cone_deg`` = inner and outer cone half-angles)."""
         ext = self.doc.setdefault("extensions", {}).setdefault("KHR_lights_punctual",
                                                                 {"lights": []})
         light: dict[str, Any] = {"name": name, "type": kind, "color": [float(c) for c in color],
                                  "intensity": float(intensity)}
         if range_m:
             light["range"] = float(range_m)
+        if kind == "spot":
+            inner, outer = cone_deg or (0.0, 45.0)
+            light["spot"] = {"innerConeAngle": math.radians(inner),
+                             "outerConeAngle": math.radians(outer)}
         ext["lights"].append(light)
         used = self.doc.setdefault("extensionsUsed", [])
         if "KHR_lights_punctual" not in used:
