@@ -266,7 +266,7 @@ def test_auto_shading_is_forward_on_a_software_rasterizer_and_recorded(tmp_path)
         renderer = str(r.gsg.getDriverRenderer()).lower()
         want = "forward" if "llvmpipe" in renderer else "deferred"
         assert r.shading == want and r.deferred == (want == "deferred")
-        assert (r.cs_np is not None) == r.deferred
+        assert (r.lighting is not None) == r.deferred
     finally:
         r.close()
 

@@ -26,9 +26,10 @@ dome centred on the world origin).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from .pbr import MAX_LIGHTS, PBR_FRAG, SKY_GLSL
+from .pbr import MAX_LIGHTS, PBR_FRAG, SHADE_GLSL, SKY_GLSL
 
 # the forward fragment shader with its lighting replaced by the G-buffer writes
 _GBUF_HEAD, _rest = PBR_FRAG.split("void main() {", 1)
@@ -89,20 +90,10 @@ uniform vec3 light_color[MAX_LIGHTS];
 uniform vec3 light_att[MAX_LIGHTS];   // constant, linear, quadratic
 uniform vec4 light_spot[MAX_LIGHTS];  // spot direction, cos cutoff (0: not a spot)
 uniform float light_range[MAX_LIGHTS];
-uniform vec3 sh_coeffs[9];
 uniform float ibl_strength;
 uniform float sky_strength;
 @SKY@
-const float PI = 3.141592653589793;
-vec3 irradiance_sh(vec3 n) {
-    return sh_coeffs[0] * 0.282095
-        + sh_coeffs[1] * 0.488603 * n.y + sh_coeffs[2] * 0.488603 * n.z
-        + sh_coeffs[3] * 0.488603 * n.x
-        + sh_coeffs[4] * 1.092548 * n.x * n.y + sh_coeffs[5] * 1.092548 * n.y * n.z
-        + sh_coeffs[6] * 0.315392 * (3.0 * n.z * n.z - 1.0)
-        + sh_coeffs[7] * 1.092548 * n.x * n.z
-        + sh_coeffs[8] * 0.546274 * (n.x * n.x - n.y * n.y);
-}
+@SHADE@
 vec3 oct_decode(vec2 e) {
     vec3 n = vec3(e, 1.0 - abs(e.x) - abs(e.y));
     if (n.z < 0.0) {
@@ -154,42 +145,134 @@ void main() {
         vec3 att = light_att[i];
         float atten = lv.w == 0.0 ? 1.0
             : 1.0 / max(att.x + att.y * dist + att.z * dist * dist, 1e-4);
-        if (range > 0.0) {  // KHR_lights_punctual's window: falls smoothly to 0 at the range
-            float q = dist / range;
-            float w = clamp(1.0 - q * q * q * q, 0.0, 1.0);
-            atten *= w * w;
-        }
+        if (range > 0.0) atten *= range_window(dist, range);
         float cut = light_spot[i].w;
         if (cut > 0.001) {
             float sc = dot(light_spot[i].xyz, -l);
             atten *= smoothstep(cut - 0.02, cut + 0.02, sc);
         }
         if (i == shadow_light) atten *= sun_shadow;
-        vec3 h = normalize(l + v);
-        float nl = clamp(dot(n, l), 0.0, 1.0);
-        float nh = clamp(dot(n, h), 0.0, 1.0);
-        float vh = clamp(dot(v, h), 0.0, 1.0);
-        vec3 F = f0 + (1.0 - f0) * pow(1.0 - vh, 5.0);
-        float a2 = a * a;
-        float d = nh * nh * (a2 - 1.0) + 1.0;
-        float D = a2 / (PI * d * d);
-        float gv = nl * sqrt(nv * nv * (1.0 - a2) + a2);
-        float gl = nv * sqrt(nl * nl * (1.0 - a2) + a2);
-        float V = (gv + gl) > 0.0 ? 0.5 / (gv + gl) : 0.0;
-        color += nl * lc * atten * ((1.0 - F) * diffuse / PI + F * D * V);
+        vec4 b = brdf(n, v, l, nv, a, f0, diffuse);
+        color += b.w * lc * atten * b.xyz;
     }
-    vec3 wr = normalize(reflect(-v, n));
-    vec3 irr = max(irradiance_sh(n), 0.0);
-    vec4 c0 = vec4(-1.0, -0.0275, -0.572, 0.022);   // Karis' analytic environment BRDF
-    vec4 c1 = vec4(1.0, 0.0425, 1.04, -0.04);
-    vec4 r4 = rough * c0 + c1;
-    float a004 = min(r4.x * r4.x, exp2(-9.28 * nv)) * r4.x + r4.y;
-    vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
-    vec3 spec_env = rough > 0.75 ? irr / PI : mix(sky_radiance(wr), irr / PI, rough);
-    color += ibl_strength * (diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y));
+    color += ibl_strength * sky_light(n, normalize(reflect(-v, n)), nv, rough, f0, diffuse);
     imageStore(radiance, p, vec4(color, 1.0));
 }
-""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL)
+""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL).replace(
+    "@SHADE@", SHADE_GLSL)
+
+
+def add_gbuffer(atlas: Any) -> dict[str, Any]:
+    """The G-buffer's planes as textures of the atlas buffer (whose properties asked for two
+    aux RGBA16F planes and a float depth; Panda3D gives an aux_rgba plane the colour's format,
+    here one without alpha, hence RGBA16F for both)."""
+    from panda3d.core import Texture
+
+    out = {}
+    for name, plane in (("gb_albedo", atlas.RTP_aux_hrgba_0),
+                        ("gb_normal", atlas.RTP_aux_hrgba_1), ("gb_depth", atlas.RTP_depth)):
+        tex = Texture(name)
+        atlas.addRenderTexture(tex, atlas.RTM_bind_or_copy, plane)
+        out[name] = tex
+    return out
+
+
+class LightingPass:
+    """The deferred lighting compute pass of a :class:`~.replay_render.ReplayRenderer`, in a
+    buffer of its own drawn after the atlas (sort 0) and the mask (5) and before the resolve
+    (10). Its own buffer, not a node in the resolve's scene: Panda3D 1.10 marks an image
+    written by a shader for a memory barrier only when that shader's bindings are undone, which
+    happens at the end of a buffer's frame (then it issues glMemoryBarrier before the resolve's
+    texelFetch and before the next frame's atlas draw); inside one buffer it would not."""
+
+    def __init__(self, r: Any, aw: int, ah: int):
+        from panda3d.core import (
+            Camera,
+            ComputeNode,
+            FrameBufferProperties,
+            GraphicsPipe,
+            NodePath,
+            OmniBoundingVolume,
+            Shader,
+            ShaderInput,
+            WindowProperties,
+        )
+
+        from ..core.trajectory import VIEWS
+
+        self.r = r
+        fbp = FrameBufferProperties()
+        fbp.setRgbColor(True)
+        fbp.setRgbaBits(8, 8, 8, 8)
+        self.buf = r.engine.makeOutput(r.pipe, "lighting", 7, fbp, WindowProperties.size(16, 16),
+                                       GraphicsPipe.BF_refuse_window, r.gsg, r.atlas)
+        if self.buf is None:
+            raise RuntimeError("render: could not create the deferred lighting buffer")
+        self.buf.setClearColorActive(False)
+        self.buf.setClearDepthActive(False)
+        root = NodePath("lighting")
+        self.buf.makeDisplayRegion().setCamera(root.attachNewNode(Camera("lighting_cam")))
+        node = ComputeNode("deferred_lighting")
+        node.addDispatch((aw + 7) // 8, (ah + 7) // 8, 1)
+        node.setBounds(OmniBoundingVolume())
+        node.setFinal(True)
+        self.np = root.attachNewNode(node)
+        self.np.setShader(Shader.makeCompute(Shader.SL_GLSL, LIGHT_CS))
+        self.np.setShaderInput(ShaderInput("radiance", r.atlas_tex, True, True, -1, 0))
+        for name, tex in r.gbuf.items():
+            self.np.setShaderInput(name, tex)
+        self.np.setShaderInput("tile_size", (r.W, r.H))
+        self.np.setShaderInput("tiles_per_row", int(r.tiles_per_row))
+        self.np.setShaderInput("ntiles", int(r.N * len(VIEWS)))
+        self.np.setShaderInput("ibl_strength", float(r.look.ibl_strength))
+        self.np.setShaderInput("sky_strength", 1.0)
+        self.np.setShaderInput("shadow_light", -1)
+        # (view, temporal, spatial) camera of each atlas tile, in tile order
+        self.tile_cams = [r.cams[(view, t, s)] for view in VIEWS for t in range(r.T)
+                          for s in range(r.S)]
+        self.lights: list[Any] = []
+        self.ranges: list[float] = []
+        self.lights_move = False
+        self.set_lights([], [], [])
+        self.set_tile_cameras()
+
+    def set_input(self, name: str, value: Any) -> None:
+        self.np.setShaderInput(name, value)
+
+    def set_lights(self, lights: list[Any], ranges: list[float], pivots: list[Any]) -> None:
+        """The lights in world space (the forward shader's, same order); refreshed every frame
+        when one of them hangs under a pushable prop's pivot (it moves with the prop)."""
+        self.lights, self.ranges = list(lights), list(ranges)
+        self.lights_move = any(p.isAncestorOf(ln) for p in pivots for ln in self.lights)
+        self._apply_lights()
+
+    def _apply_lights(self) -> None:
+        for k, v in light_inputs(self.lights, self.r.scene, self.ranges).items():
+            self.np.setShaderInput(k, v)
+
+    def set_tile_cameras(self) -> None:
+        """Each atlas tile's clip → world matrix and eye position, as its camera is placed for
+        this frame (jitter included)."""
+        from panda3d.core import LMatrix4f, PTA_LMatrix4f, PTA_LVecBase3f
+
+        inv = PTA_LMatrix4f.emptyArray(64)  # entries past the last tile are never read
+        eye = PTA_LVecBase3f.emptyArray(64)
+        scene = self.r.scene
+        for tile, cam in enumerate(self.tile_cams):
+            m = LMatrix4f(cam.getMat(scene))
+            m.invertInPlace()
+            m = m * cam.node().getLens().getProjectionMat()
+            m.invertInPlace()
+            inv[tile] = m
+            p = cam.getPos(scene)
+            eye[tile] = (p.x, p.y, p.z)
+        self.np.setShaderInput("clip_to_world", inv)
+        self.np.setShaderInput("eye", eye)
+
+    def before_frame(self) -> None:
+        self.set_tile_cameras()
+        if self.lights_move:
+            self._apply_lights()
 
 
 def light_inputs(lights: list[Any], scene: Any, ranges: list[float]) -> dict[str, Any]:
@@ -206,8 +289,6 @@ def light_inputs(lights: list[Any], scene: Any, ranges: list[float]) -> dict[str
     att = PTA_LVecBase3f.emptyArray(MAX_LIGHTS)
     spot = PTA_LVecBase4f.emptyArray(MAX_LIGHTS)
     rng = PTA_float.emptyArray(MAX_LIGHTS)
-    import math
-
     for i in range(MAX_LIGHTS):  # emptyArray does not zero: every slot set
         vec[i] = (0.0, 0.0, 0.0, 0.0)
         col[i] = (0.0, 0.0, 0.0)

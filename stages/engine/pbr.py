@@ -79,6 +79,55 @@ vec3 sky_radiance(vec3 d) {
 }
 """
 
+# GLSL shared by the forward shader (PBR_FRAG) and the deferred lighting pass (deferred.py)
+SHADE_GLSL = """
+uniform vec3 sh_coeffs[9];
+const float PI = 3.141592653589793;
+vec3 irradiance_sh(vec3 n) {
+    return sh_coeffs[0] * 0.282095
+        + sh_coeffs[1] * 0.488603 * n.y + sh_coeffs[2] * 0.488603 * n.z
+        + sh_coeffs[3] * 0.488603 * n.x
+        + sh_coeffs[4] * 1.092548 * n.x * n.y + sh_coeffs[5] * 1.092548 * n.y * n.z
+        + sh_coeffs[6] * 0.315392 * (3.0 * n.z * n.z - 1.0)
+        + sh_coeffs[7] * 1.092548 * n.x * n.z
+        + sh_coeffs[8] * 0.546274 * (n.x * n.x - n.y * n.y);
+}
+// KHR_lights_punctual's window: falls smoothly to 0 at the range (range > 0)
+float range_window(float dist, float range) {
+    float q = dist / range;
+    float w = clamp(1.0 - q * q * q * q, 0.0, 1.0);
+    return w * w;
+}
+// one light's BRDF (GGX, Smith, Schlick) toward l: (diffuse + specular, n.l)
+vec4 brdf(vec3 n, vec3 v, vec3 l, float nv, float a, vec3 f0, vec3 diffuse) {
+    vec3 h = normalize(l + v);
+    float nl = clamp(dot(n, l), 0.0, 1.0);
+    float nh = clamp(dot(n, h), 0.0, 1.0);
+    float vh = clamp(dot(v, h), 0.0, 1.0);
+    vec3 F = f0 + (1.0 - f0) * pow(1.0 - vh, 5.0);
+    float a2 = a * a;
+    float d = nh * nh * (a2 - 1.0) + 1.0;
+    float D = a2 / (PI * d * d);
+    float gv = nl * sqrt(nv * nv * (1.0 - a2) + a2);
+    float gl = nv * sqrt(nl * nl * (1.0 - a2) + a2);
+    float V = (gv + gl) > 0.0 ? 0.5 / (gv + gl) : 0.0;
+    return vec4((1.0 - F) * diffuse / PI + F * D * V, nl);
+}
+// the sky's image-based light (world normal and reflection): diffuse through its SH
+// irradiance, specular by sampling the sky along the reflection, widened toward the
+// irradiance as roughness grows; Karis' analytic environment BRDF
+vec3 sky_light(vec3 wn, vec3 wr, float nv, float rough, vec3 f0, vec3 diffuse) {
+    vec3 irr = max(irradiance_sh(wn), 0.0);
+    vec4 c0 = vec4(-1.0, -0.0275, -0.572, 0.022);
+    vec4 c1 = vec4(1.0, 0.0425, 1.04, -0.04);
+    vec4 r4 = rough * c0 + c1;
+    float a004 = min(r4.x * r4.x, exp2(-9.28 * nv)) * r4.x + r4.y;
+    vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
+    vec3 spec_env = rough > 0.75 ? irr / PI : mix(sky_radiance(wr), irr / PI, rough);
+    return diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y);
+}
+"""
+
 PBR_FRAG = """#version 330
 #define MAX_LIGHTS @MAX_LIGHTS@
 uniform struct p3d_MaterialParameters {
@@ -95,7 +144,6 @@ uniform sampler2D p3d_TextureModulate;
 uniform sampler2D p3d_TextureSelector;
 uniform sampler2D p3d_TextureNormal;
 uniform sampler2D p3d_TextureEmission;
-uniform vec3 sh_coeffs[9];
 uniform float ibl_strength;
 uniform float shadow_bias;
 uniform float shadow_texel;
@@ -107,23 +155,13 @@ uniform float nsamples;      // samples per view (spatial x temporal)
 uniform int num_lights;      // lights bound (at most MAX_LIGHTS)
 uniform float light_range[MAX_LIGHTS];  // glTF range per light, m (0: unbounded)
 @SKY@
+@SHADE@
 in vec3 v_view_position;
 in vec4 v_color;
 in vec2 v_texcoord;
 in mat3 v_view_tbn;
 in vec4 v_shadow_pos;
 out vec4 o_color;
-const float PI = 3.141592653589793;
-
-vec3 irradiance_sh(vec3 n) {
-    return sh_coeffs[0] * 0.282095
-        + sh_coeffs[1] * 0.488603 * n.y + sh_coeffs[2] * 0.488603 * n.z
-        + sh_coeffs[3] * 0.488603 * n.x
-        + sh_coeffs[4] * 1.092548 * n.x * n.y + sh_coeffs[5] * 1.092548 * n.y * n.z
-        + sh_coeffs[6] * 0.315392 * (3.0 * n.z * n.z - 1.0)
-        + sh_coeffs[7] * 1.092548 * n.x * n.z
-        + sh_coeffs[8] * 0.546274 * (n.x * n.x - n.y * n.y);
-}
 // a Poisson disc; each tap is a hardware 2x2 comparison
 const vec2 PCF_TAPS[8] = vec2[](vec2(-0.326, -0.406), vec2(0.962, -0.195), vec2(-0.203, 0.621),
     vec2(0.473, -0.480), vec2(-0.840, -0.074), vec2(0.519, 0.767), vec2(0.185, -0.893),
@@ -191,49 +229,28 @@ void main() {
         vec3 att = p3d_LightSource[i].attenuation;
         float atten = p3d_LightSource[i].position.w == 0.0 ? 1.0
             : 1.0 / max(att.x + att.y * dist + att.z * dist * dist, 1e-4);
-        if (range > 0.0) {  // KHR_lights_punctual's window: falls smoothly to 0 at the range
-            float q = dist / range;
-            float w = clamp(1.0 - q * q * q * q, 0.0, 1.0);
-            atten *= w * w;
-        }
+        if (range > 0.0) atten *= range_window(dist, range);
         float cut = p3d_LightSource[i].spotCosCutoff;
         if (cut > 0.001) {
             float sc = dot(normalize(p3d_LightSource[i].spotDirection), -l);
             atten *= smoothstep(cut - 0.02, cut + 0.02, sc);
         }
         if (i == shadow_light) atten *= sun_shadow;
-        vec3 h = normalize(l + v);
-        float nl = clamp(dot(n, l), 0.0, 1.0);
-        float nh = clamp(dot(n, h), 0.0, 1.0);
-        float vh = clamp(dot(v, h), 0.0, 1.0);
-        vec3 F = f0 + (1.0 - f0) * pow(1.0 - vh, 5.0);
-        float a2 = a * a;
-        float d = nh * nh * (a2 - 1.0) + 1.0;
-        float D = a2 / (PI * d * d);
-        float gv = nl * sqrt(nv * nv * (1.0 - a2) + a2);
-        float gl = nv * sqrt(nl * nl * (1.0 - a2) + a2);
-        float V = (gv + gl) > 0.0 ? 0.5 / (gv + gl) : 0.0;
-        color += nl * lc * atten * ((1.0 - F) * diffuse / PI + F * D * V);
+        vec4 b = brdf(n, v, l, nv, a, f0, diffuse);
+        color += b.w * lc * atten * b.xyz;
     }
-    // image-based light from the sky: diffuse through its SH irradiance, specular by sampling
-    // the sky along the reflection, widened toward the irradiance as roughness grows
+    // image-based light from the sky (in world space)
     mat3 to_world = transpose(mat3(p3d_ViewMatrix));  // view → world (rotation only)
     vec3 wn = normalize(to_world * n);
     vec3 wr = normalize(to_world * reflect(-v, n));
-    vec3 irr = max(irradiance_sh(wn), 0.0);
-    vec4 c0 = vec4(-1.0, -0.0275, -0.572, 0.022);   // Karis' analytic environment BRDF
-    vec4 c1 = vec4(1.0, 0.0425, 1.04, -0.04);
-    vec4 r4 = rough * c0 + c1;
-    float a004 = min(r4.x * r4.x, exp2(-9.28 * nv)) * r4.x + r4.y;
-    vec2 ab = vec2(-1.04, 1.04) * a004 + r4.zw;
-    vec3 spec_env = rough > 0.75 ? irr / PI : mix(sky_radiance(wr), irr / PI, rough);
-    color += ibl_strength * (diffuse * irr / PI + spec_env * (f0 * ab.x + ab.y));
+    color += ibl_strength * sky_light(wn, wr, nv, rough, f0, diffuse);
     if (dot(p3d_Material.emission.rgb, vec3(1.0)) > 0.0) {  // no fetch for the unlit
         color += p3d_Material.emission.rgb * texture(p3d_TextureEmission, v_texcoord).rgb;
     }
     o_color = vec4(color, base.a);
 }
-""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL)
+""".replace("@MAX_LIGHTS@", str(MAX_LIGHTS)).replace("@SKY@", SKY_GLSL).replace(
+    "@SHADE@", SHADE_GLSL)
 
 SKY_VERT = """#version 330
 uniform mat4 p3d_ModelViewProjectionMatrix;

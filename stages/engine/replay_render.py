@@ -238,14 +238,10 @@ class ReplayRenderer:
         self.atlas_tex.setComponentType(Texture.T_float)
         self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
                                     self.atlas.RTP_color)
-        self.gbuf: dict[str, Any] = {}
         if self.deferred:
-            for name, plane in (("gb_albedo", self.atlas.RTP_aux_hrgba_0),
-                                ("gb_normal", self.atlas.RTP_aux_hrgba_1),
-                                ("gb_depth", self.atlas.RTP_depth)):
-                tex = Texture(name)
-                self.atlas.addRenderTexture(tex, self.atlas.RTM_bind_or_copy, plane)
-                self.gbuf[name] = tex
+            from .deferred import add_gbuffer
+
+            self.gbuf = add_gbuffer(self.atlas)
         self.atlas.setClearColorActive(True)
         self.out_tex = Texture("resolved")
         self.resolve = self.engine.makeOutput(pipe, "resolve", 10, fbp(False),
@@ -390,93 +386,18 @@ class ReplayRenderer:
             card.setShaderInput("meter", 0)
             self.resolve_cards.append(card)
         self.resolve_root = root
-        self.cs_np: Any = None
+        self.lighting: Any = None  # deferred.LightingPass when shading is deferred
         if self.deferred:
-            self._build_lighting_pass(aw, ah)
+            from .deferred import LightingPass
 
-    def _build_lighting_pass(self, aw: int, ah: int) -> None:
-        """The deferred lighting compute pass, in a buffer of its own drawn after the atlas
-        (sort 0) and the mask (5) and before the resolve (10). Its own buffer, not a node in
-        the resolve's scene: Panda3D 1.10 marks an image written by a shader for a memory
-        barrier only when that shader's bindings are undone, which happens at the end of a
-        buffer's frame (then it issues glMemoryBarrier before the resolve's texelFetch and
-        before the next frame's atlas draw); inside one buffer it would not."""
-        from panda3d.core import (
-            Camera,
-            ComputeNode,
-            FrameBufferProperties,
-            GraphicsPipe,
-            NodePath,
-            OmniBoundingVolume,
-            Shader,
-            ShaderInput,
-            WindowProperties,
-        )
+            self.lighting = LightingPass(self, aw, ah)
 
-        from .deferred import LIGHT_CS
-
-        fbp = FrameBufferProperties()
-        fbp.setRgbColor(True)
-        fbp.setRgbaBits(8, 8, 8, 8)
-        self.light_buf = self.engine.makeOutput(
-            self.pipe, "lighting", 7, fbp, WindowProperties.size(16, 16),
-            GraphicsPipe.BF_refuse_window, self.gsg, self.atlas)
-        if self.light_buf is None:
-            raise RuntimeError("render: could not create the deferred lighting buffer")
-        self.light_buf.setClearColorActive(False)
-        self.light_buf.setClearDepthActive(False)
-        root = NodePath("lighting")
-        dr = self.light_buf.makeDisplayRegion()
-        dr.setCamera(root.attachNewNode(Camera("lighting_cam")))
-        node = ComputeNode("deferred_lighting")
-        node.addDispatch((aw + 7) // 8, (ah + 7) // 8, 1)
-        node.setBounds(OmniBoundingVolume())
-        node.setFinal(True)
-        cs = root.attachNewNode(node)
-        cs.setShader(Shader.makeCompute(Shader.SL_GLSL, LIGHT_CS))
-        cs.setShaderInput(ShaderInput("radiance", self.atlas_tex, True, True, -1, 0))
-        for name, tex in self.gbuf.items():
-            cs.setShaderInput(name, tex)
-        cs.setShaderInput("tile_size", (self.W, self.H))
-        cs.setShaderInput("tiles_per_row", int(self.tiles_per_row))
-        cs.setShaderInput("ntiles", int(self.N * len(VIEWS)))
-        cs.setShaderInput("ibl_strength", float(self.look.ibl_strength))
-        cs.setShaderInput("sky_strength", 1.0)
-        cs.setShaderInput("shadow_light", -1)
-        self.cs_np = cs
-        self._set_deferred_lights([], [])
-        self._set_tile_cameras()
-
-    def _set_deferred_lights(self, lights: list[Any], ranges: list[float]) -> None:
-        if self.cs_np is None:
-            return
-        from .deferred import light_inputs
-
-        for k, v in light_inputs(lights, self.scene, ranges).items():
-            self.cs_np.setShaderInput(k, v)
-
-    def _set_tile_cameras(self) -> None:
-        """Each atlas tile's clip → world matrix and eye position, for the lighting pass (as
-        its camera is placed for this frame, jitter included)."""
-        from panda3d.core import LMatrix4f, PTA_LMatrix4f, PTA_LVecBase3f
-
-        inv = PTA_LMatrix4f.emptyArray(64)
-        eye = PTA_LVecBase3f.emptyArray(64)
-        for v, view in enumerate(VIEWS):
-            for t in range(self.T):
-                for s in range(self.S):
-                    tile = v * self.N + t * self.S + s
-                    cam = self.cams[(view, t, s)]
-                    m = LMatrix4f(cam.getMat(self.scene))
-                    m.invertInPlace()
-                    m = m * cam.node().getLens().getProjectionMat()
-                    m.invertInPlace()
-                    inv[tile] = m
-                    p = cam.getPos(self.scene)
-                    eye[tile] = (p.x, p.y, p.z)
-        assert self.cs_np is not None
-        self.cs_np.setShaderInput("clip_to_world", inv)
-        self.cs_np.setShaderInput("eye", eye)
+    def _shading_input(self, name: str, value: Any) -> None:
+        """A shader input of the look: on the scene (forward or G-buffer shader) and on the
+        deferred lighting pass."""
+        self.scene.setShaderInput(name, value)
+        if self.lighting is not None:
+            self.lighting.set_input(name, value)
 
     def set_exposure(self, ev: float) -> None:
         """Exposure compensation in stops (the level's), applied to linear light before the
@@ -577,9 +498,9 @@ class ReplayRenderer:
             ranges[i] = d * scale if math.isfinite(d) and d > 0 else 0.0
         self.scene.setShaderInput("light_range", ranges)
         self.scene.setShaderInput("num_lights", min(len(lights), MAX_LIGHTS))
-        self._lights = list(lights)
-        self._light_ranges = [ranges[i] for i in range(MAX_LIGHTS)]
-        self._set_deferred_lights(self._lights, self._light_ranges)
+        if self.lighting is not None:
+            self.lighting.set_lights(lights, [ranges[i] for i in range(MAX_LIGHTS)],
+                                     self.prop_pivots)
 
     def _set_sky(self, lighting: dict) -> dict:
         from .pbr import sh9, sky_settings
@@ -588,17 +509,13 @@ class ReplayRenderer:
         for k, name in (("zenith", "sky_zenith"), ("horizon", "sky_horizon"),
                         ("ground", "sky_ground"), ("sun_dir", "sun_dir_world"),
                         ("sun_radiance", "sun_radiance")):
-            for target in (self.scene, self.cs_np):
-                if target is not None:
-                    target.setShaderInput(name, tuple(float(x) for x in s[k]))
+            self._shading_input(name, tuple(float(x) for x in s[k]))
         from panda3d.core import PTA_LVecBase3f
 
         coeffs = PTA_LVecBase3f.emptyArray(9)
         for i, c in enumerate(sh9(s)):
             coeffs[i] = c
-        self.scene.setShaderInput("sh_coeffs", coeffs)
-        if self.cs_np is not None:
-            self.cs_np.setShaderInput("sh_coeffs", coeffs)
+        self._shading_input("sh_coeffs", coeffs)
         self.sky = s
         return s
 
@@ -684,9 +601,7 @@ class ReplayRenderer:
             rep.lights += 1
         self._set_light_ranges(lights)
         self._make_sun(lights[0])
-        self.scene.setShaderInput("shadow_light", 0)
-        if self.cs_np is not None:
-            self.cs_np.setShaderInput("shadow_light", 0)
+        self._shading_input("shadow_light", 0)
         self.scene.setShaderInput("sun", self.sun)
         self._set_sky(lit)
         self.atlas.setClearColor((0, 0, 0, 1))
@@ -811,10 +726,8 @@ class ReplayRenderer:
         for view in VIEWS:
             self._place_camera(self.mask_cams[view], exact.views[view], (0.0, 0.0))
         self.fit_sun(exact.character.pos)
-        if self.cs_np is not None:
-            self._set_tile_cameras()
-            # world-space lights every frame: a light under a pushed prop moves with it
-            self._set_deferred_lights(self._lights, self._light_ranges)
+        if self.lighting is not None:
+            self.lighting.before_frame()
         self.engine.renderFrame()
         img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
