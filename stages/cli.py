@@ -7,18 +7,38 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import PARAMS_PATH, ConfigError, composed_yaml
+from .config import (
+    CONF_DIR,
+    PARAMS_PATH,
+    SCHEMA_DEFAULTS_NAME,
+    ConfigError,
+    composed_yaml,
+    schema_defaults_yaml,
+)
 
 
 def cmd_params(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="wmforge params",
-                                 description="Compose conf/ into params.yaml (as dvc exp run does)")
+    ap = argparse.ArgumentParser(
+        prog="wmforge params",
+        description=f"Write conf/{SCHEMA_DEFAULTS_NAME} from the dataclasses, then compose conf/ "
+        "into params.yaml (as dvc exp run does)")
     ap.add_argument("overrides", nargs="*",
                     help="Hydra overrides, e.g. inventory.max_extent_m=5000")
     ap.add_argument("--check", action="store_true",
-                    help="exit 1 when params.yaml differs from what conf/ composes to")
+                    help=f"exit 1 when conf/{SCHEMA_DEFAULTS_NAME} differs from the dataclasses' "
+                    "defaults or params.yaml from what conf/ composes to")
     ap.add_argument("--out", default=str(PARAMS_PATH))
     args = ap.parse_args(argv)
+    defaults_file = CONF_DIR / SCHEMA_DEFAULTS_NAME
+    defaults_text = schema_defaults_yaml()
+    defaults_now = defaults_file.read_text(encoding="utf-8") if defaults_file.exists() else ""
+    if defaults_now != defaults_text:
+        if args.check:
+            print(f"{defaults_file} is stale: run `wmforge params` to regenerate it from the "
+                  "dataclasses in stages/config/", file=sys.stderr)
+            return 1
+        defaults_file.write_text(defaults_text, encoding="utf-8")
+        print(f"wrote {defaults_file}")
     try:
         text = composed_yaml(args.overrides)
     except ConfigError as exc:

@@ -4,9 +4,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
-from stages.config import CONF_DIR, PARAMS_PATH, ConfigError, composed_yaml, load_params, validate
+from stages.config import (
+    CONF_DIR,
+    PARAMS_PATH,
+    SCHEMA_DEFAULTS_NAME,
+    ConfigError,
+    WmforgeConfig,
+    composed_yaml,
+    load_params,
+    schema_defaults_yaml,
+    validate,
+)
 
 
 def test_params_yaml_matches_conf():
@@ -21,8 +31,8 @@ def test_staleness_check_fails_when_conf_changes_alone(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text(composed_yaml(conf_dir=conf), encoding="utf-8")
     assert params.read_text() == composed_yaml(conf_dir=conf)
-    inv = conf / "inventory" / "default.yaml"
-    inv.write_text(inv.read_text().replace("max_extent_m: 1000.0", "max_extent_m: 900.0"))
+    render = conf / "render" / "sample.yaml"
+    render.write_text(render.read_text().replace("width: 320", "width: 160"))
     assert params.read_text() != composed_yaml(conf_dir=conf)
 
 
@@ -79,3 +89,87 @@ def test_stage_refuses_bad_params_before_work(tmp_path):
     assert r.returncode == 2
     assert "inventory.capsule_safty" in r.stderr
     assert not Path(out).exists()
+
+
+def test_schema_defaults_file_is_generated_from_the_dataclasses():
+    """conf/schema_defaults.yaml is the one YAML statement of every default, written from the
+    dataclasses (plain Hydra, as in `dvc exp run`, reads it without importing stages)."""
+    assert (CONF_DIR / SCHEMA_DEFAULTS_NAME).read_text(encoding="utf-8") == \
+        schema_defaults_yaml(), f"conf/{SCHEMA_DEFAULTS_NAME} is stale: run `wmforge params`"
+
+
+def _leaves(node, path):
+    if isinstance(node, dict) and node:
+        for k, v in node.items():
+            yield from _leaves(v, (*path, str(k)))
+    else:
+        yield path, node
+
+
+def _schema_default(schema: DictConfig, path: tuple[str, ...]):
+    """(found, default) for a dotted key; a new key under a dict-typed field (monitor.remediation,
+    trajectories.actions.weights) is found, with no default."""
+    node = schema
+    for i, part in enumerate(path):
+        if not isinstance(node, DictConfig):
+            return False, None
+        if part not in node:
+            # a plain dict field takes any key; a dataclass node only its fields
+            return OmegaConf.get_type(node) is dict and i == len(path) - 1, None
+        node = node[part]
+    return True, OmegaConf.to_container(node) if OmegaConf.is_config(node) else node
+
+
+def conf_default_problems(conf_dir: Path) -> list[str]:
+    """Every hand-written leaf under conf/ that restates a dataclass default, names no key of the
+    schema, or sets a value outside an option file. Option files are conf/<group>/<name>.yaml;
+    base files (conf/config.yaml, conf/<group>/default.yaml) may hold no value at all, since every
+    default is the dataclass's (a value there would be a second default)."""
+    schema = OmegaConf.structured(WmforgeConfig)
+    problems = []
+    for f in sorted(conf_dir.rglob("*.yaml")):
+        rel = f.relative_to(conf_dir)
+        if rel == Path(SCHEMA_DEFAULTS_NAME):
+            continue
+        body = OmegaConf.to_container(OmegaConf.load(f)) or {}
+        assert isinstance(body, dict), rel
+        body.pop("defaults", None)
+        base = len(rel.parts) == 1 or rel.name == "default.yaml"
+        leaves = (leaf for k, v in body.items() for leaf in _leaves(v, (*rel.parts[:-1], k)))
+        for path, value in leaves:
+            key = ".".join(path)
+            found, default = _schema_default(schema, path)
+            if not found:
+                problems.append(f"{rel}: {key} is not a key of the schema")
+            elif value == default and isinstance(value, bool) == isinstance(default, bool):
+                problems.append(f"{rel}: {key}: {value!r} restates the dataclass default")
+            elif base:
+                problems.append(f"{rel}: {key}: {value!r} contradicts the dataclass default "
+                                f"{default!r} in a base file (change the dataclass, or move the "
+                                "value to an option file)")
+    return problems
+
+
+def test_no_conf_leaf_restates_or_contradicts_a_default():
+    """Each default is stated once, in its dataclass: a conf/ leaf states only what an option
+    differs by."""
+    assert conf_default_problems(CONF_DIR) == []
+
+
+def test_restated_and_base_file_values_are_caught(tmp_path):
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    render = conf / "render" / "sample.yaml"
+    render.write_text(render.read_text() + "crf: 20\nx264_presset: slow\n")
+    (conf / "inventory").mkdir()
+    (conf / "inventory" / "default.yaml").write_text("max_extent_m: 900.0\n")
+    with (conf / "config.yaml").open("a") as f:
+        f.write("seed: 3\n")
+    assert conf_default_problems(conf) == [
+        "config.yaml: seed: 3 contradicts the dataclass default 0 in a base file (change the "
+        "dataclass, or move the value to an option file)",
+        "inventory/default.yaml: inventory.max_extent_m: 900.0 contradicts the dataclass default "
+        "1000.0 in a base file (change the dataclass, or move the value to an option file)",
+        "render/sample.yaml: render.crf: 20 restates the dataclass default",
+        "render/sample.yaml: render.x264_presset is not a key of the schema",
+    ]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stages.cluster.gpus import GpuInfo, plan_slots, slot_env
-from stages.config import ConfigError
+from stages.config import ConfigError, NodeConfig
 from stages.engine.device import (
     DeviceBindingError,
     SlotDevice,
@@ -21,7 +21,6 @@ from stages.engine.device import (
     egl_devices,
     egl_index_for_gpu,
 )
-from stages.node_config import NodeConfig
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = [GpuInfo(i, f"GPU-{i:04d}", "NVIDIA H200") for i in range(4)]

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from stages.config import UnrealConfig
 from stages.core.engine_types import CharacterSpec
 from stages.core.progress import COMPLETE, read_progress
 from stages.core.trajectory import VIEWS, validate
-from stages.unreal_config import UnrealConfig
 from tests import fake_unreal as fu
 from tests.engine.course import build_course
 from tests.fake_unreal_world import FakeEditor

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from stages.config import UnrealConfig
 from stages.engine.unreal import (
     SCRIPTS,
     UnrealLaunchError,
@@ -22,7 +23,6 @@ from stages.engine.unreal import (
     slot_display,
     virtual_display_argv,
 )
-from stages.unreal_config import UnrealConfig
 
 DATA = Path(__file__).parent / "data"
 CFG = UnrealConfig(editor="/opt/UE_5.6/Engine/Binaries/Linux/UnrealEditor-Cmd",
@@ -220,8 +220,8 @@ def test_under_root_the_editor_runs_as_the_unprivileged_user() -> None:
 
 
 def _run_as_nobody(tmp_path: Path, nobody) -> None:
+    from stages.config import UnrealConfig
     from stages.engine.unreal_launch import engine_user, run_editor
-    from stages.unreal_config import UnrealConfig
 
     inst = tmp_path / "inst"
     (inst / "frames").mkdir(parents=True)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ConfigError
-from ..node_config import NodeConfig
+from ..config import ConfigError, NodeConfig
 
 
 @dataclass(frozen=True)

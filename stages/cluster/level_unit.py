@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import ConfigError, RenderConfig, WmforgeConfig
+from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
 from ..core.engine_types import CharacterSpec
 from ..core.model_probe import normalize_coordinate_system
 from ..core.progress import PROGRESS
 from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
 from ..engine.unreal import launcher_argv, map_object_path
-from ..node_config import NodeConfig
 from .gpus import SlotPlan
 from .keys import (
     STAGE1_SOURCES,

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..cluster_config import MonitorConfig
+from ..config import MonitorConfig
 from .uploader import TOMBSTONE
 
 GPU_BAD = ("container_lost_gpu", "gpu_lost", "driver_mismatch", "egl_missing")

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..config import NodeConfig
 from ..core.progress import COMPLETE, parse_progress
-from ..node_config import NodeConfig
 from .board import SlotBoard, SlotView
 from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, pid_alive, spawn_group, try_lock

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cluster_config import UploadConfig
+from ..config import UploadConfig
 
 AUTH_CODES = {"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "403",
               "InvalidToken", "ExpiredToken"}

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..cluster_config import UploadConfig
+from ..config import UploadConfig
 from ..core.progress import read_progress
 from .s3_store import S3Store, StoreAuthError, StoreConflict, StoreUnreachable
 

@@ -94,7 +94,7 @@ def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path,
 
     from stages.cluster.ray_executor import NodeJob, run_cluster
     from stages.cluster.uploader import TOMBSTONE
-    from stages.cluster_config import UploadConfig
+    from stages.config import UploadConfig
     from stages.pools import build_pools
     from tests.conftest import small_render_cfg
 
@@ -208,7 +208,7 @@ def bench_run(nodes: int, args, srv, lib: Path, inv: Path, work: Path,
 
 def bench_upload(srv, tmp: Path, total_mb: int) -> list[dict]:
     from stages.cluster.uploader import Uploader
-    from stages.cluster_config import UploadConfig
+    from stages.config import UploadConfig
     from stages.core.progress import COMPLETE, append_progress
 
     out = []

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stages.cluster.seaweed_server import SeaweedServer
-from stages.cluster_config import UploadConfig
+from stages.config import UploadConfig
 from stages.core.progress import COMPLETE, append_progress
 
 

@@ -16,7 +16,7 @@ import pytest
 from stages.cluster.allocator_actor import AllocatorService
 from stages.cluster.monitors import gpu_access, monitor_once
 from stages.cluster.uploader import TOMBSTONE
-from stages.cluster_config import MonitorConfig
+from stages.config import MonitorConfig
 from stages.pools import build_pools
 
 MB = 2**20

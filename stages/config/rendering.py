@@ -1,0 +1,106 @@
+"""What the engine makes: Stage I trajectories and Stage II renders (config groups ``engine``,
+``trajectories``, ``render``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..core.cameras import CameraRigConfig
+from ..core.stage1 import ActionConfig, SpawnConfig
+
+
+@dataclass
+class EngineConfig:
+    # which adapter: "embedded" (Panda3D + Bullet) or "unreal"
+    name: str = "embedded"
+    # Panda3D display module for offscreen rendering (p3headlessgl = EGL; p3tinydisplay = software)
+    display: str = "p3headlessgl"
+    # simulation rate, frames per second (fixed step)
+    fps: int = 30
+
+
+@dataclass
+class TrajectoriesConfig:
+    # trajectories per enabled level
+    per_level: int = 2
+    # frames per trajectory (production preset: 1800 = 60 s at 30 fps)
+    frames: int = 300
+    # characters to sample from: inventory character ids, or empty for every usable one
+    characters: list[str] = field(default_factory=list)
+    # cast occlusion rays for the external cameras (off only for benchmarking)
+    camera_rays: bool = True
+    # only these level ids (empty: every enabled level)
+    levels: list[str] = field(default_factory=list)
+    actions: ActionConfig = field(default_factory=ActionConfig)
+    spawn: SpawnConfig = field(default_factory=SpawnConfig)
+    cameras: CameraRigConfig = field(default_factory=CameraRigConfig)
+
+
+RESOLUTION_PRESETS = {"540p": (960, 540), "720p": (1280, 720), "1080p": (1920, 1080)}
+
+
+@dataclass
+class RenderConfig:
+    # resolution preset: 540p (screening), 720p, 1080p
+    preset: str = "720p"
+    # explicit size in px overriding the preset (0 = use the preset); even numbers
+    width: int = 0
+    height: int = 0
+    # anti-aliasing as Movie Render Queue does it: sub-pixel jittered spatial samples x
+    # sub-frame temporal samples, accumulated in linear light into each output frame
+    spatial_samples: int = 8
+    temporal_samples: int = 1
+    # fraction of the frame interval the temporal samples span (0.5 = a 180-degree shutter)
+    shutter: float = 0.5
+    # frames rendered and discarded after the level loads (texture residency, caches)
+    warmup_frames: int = 8
+    # H.264 (libx264) settings, pinned so the same inputs give the same bytes
+    x264_preset: str = "veryfast"
+    crf: int = 20
+    encoder_threads: int = 2
+    # x264 MB-tree: smaller files, but no byte-identical re-runs (see EncodeSettings.mbtree)
+    x264_mbtree: bool = False
+    # keyframe interval, s (closed GOP: seeking decodes at most this much)
+    gop_s: float = 1.0
+    # write the tiled five-view preview MP4 (never scored)
+    preview: bool = True
+    # the preview is for eyes only (never scored): a faster x264 preset and more threads so its
+    # 1.5x-a-view picture never becomes the stream that holds the renderer back
+    preview_x264_preset: str = "ultrafast"
+    preview_encoder_threads: int = 4
+    # frames queued between renderer and encoder (bounds memory)
+    queue_depth: int = 4
+    # alignment gate: mask resolution divisor, hit radius in mask px, minimum aligned share
+    mask_scale: int = 2
+    align_radius_px: int = 3
+    align_min: float = 0.95
+    # node id in instance ids (node id + timestamp + sequence number)
+    node_id: str = "local"
+    # kill a renderer process running longer than this, s (0 = no limit)
+    instance_timeout_s: float = 0.0
+    # the look (stages/engine/pbr.py): sun shadow map size (px per side) and the half-width of
+    # the area around the character it covers (m; refitted every frame)
+    shadow_map_size: int = 2048
+    shadow_extent_m: float = 25.0
+    # shadow-map taps per output pixel (1, 2, 4 or 8; each a hardware 2x2 comparison), spread
+    # over the pixel's samples: softness (at 8 samples every value costs one tap a sample)
+    shadow_pcf_taps: int = 4
+    # automatic exposure: metered on the first meter_frames frames of each trajectory, bringing
+    # the geometric mean luminance to exposure_key (0 frames = fixed exposure); the level's
+    # exposure_compensation (overrides.yaml, EV) multiplies it
+    meter_frames: int = 3
+    exposure_key: float = 0.1
+    # tone map applied to linear light before the sRGB encode: aces (filmic) or none (clamp)
+    tone_map: str = "aces"
+    # strength of the sky's image-based light (diffuse and specular)
+    ibl_strength: float = 0.6
+    # deferred: the rasterizer writes a G-buffer and a compute pass lights it (the same look;
+    # an H100/H200 runs pixel shaders on few units, compute on all; needs OpenGL 4.3);
+    # forward: the whole look in the fragment shader (the reference; OpenGL 3.3); auto:
+    # deferred on a GPU with compute shaders, forward on a software rasterizer (llvmpipe)
+    shading: str = "auto"
+
+    def size(self) -> tuple[int, int]:
+        if self.width and self.height:
+            return self.width, self.height
+        return RESOLUTION_PRESETS[self.preset]

@@ -1,0 +1,129 @@
+"""Validation: a wrong key, type or range stops a run at start-up, naming the key (DESIGN §5)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..core.stage1 import validate_action_config
+from .execution import MonitorConfig, NodeConfig, UnrealConfig, UploadConfig
+from .rendering import RESOLUTION_PRESETS
+from .schema import WmforgeConfig
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, misspelt, of the wrong type or out of range."""
+
+
+def validate(raw: Any, source: str) -> WmforgeConfig:
+    """Merge ``raw`` onto the schema; raise ConfigError naming ``source`` and the bad key."""
+    schema = OmegaConf.structured(WmforgeConfig)
+    try:
+        merged = OmegaConf.merge(schema, raw)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        msg = str(exc).splitlines()[0]
+        raise ConfigError(f"{source}: bad config key '{key}': {msg}") from None
+    assert isinstance(obj, WmforgeConfig)
+    try:
+        validate_action_config(obj.trajectories.actions)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    r = obj.render
+    if not (r.width and r.height) and r.preset not in RESOLUTION_PRESETS:
+        raise ConfigError(f"{source}: render.preset {r.preset!r}; expected one of "
+                          f"{sorted(RESOLUTION_PRESETS)} (or set render.width/height)")
+    w, h = r.size()
+    if w % 2 or h % 2 or w < 16 or h < 16:
+        raise ConfigError(f"{source}: render size {w}x{h}: need even numbers >= 16 (yuv420p)")
+    if not 1 <= r.spatial_samples * r.temporal_samples <= 64:
+        raise ConfigError(f"{source}: render.spatial_samples x render.temporal_samples must be "
+                          "between 1 and 64")
+    if r.shading not in ("auto", "deferred", "forward"):
+        raise ConfigError(f"{source}: render.shading is {r.shading!r}; expected auto, "
+                          "deferred or forward")
+    if r.shadow_pcf_taps not in (1, 2, 4, 8):
+        raise ConfigError(f"{source}: render.shadow_pcf_taps is {r.shadow_pcf_taps}; expected "
+                          "1, 2, 4 or 8")
+    if obj.score.scorer not in ("brisque", "laion"):
+        raise ConfigError(f"{source}: score.scorer {obj.score.scorer!r}: expected 'brisque' or "
+                          "'laion'")
+    for name in ("screen", "score"):
+        sc = getattr(obj, name)
+        if not (sc.width and sc.height) and sc.preset not in RESOLUTION_PRESETS:
+            raise ConfigError(f"{source}: {name}.preset {sc.preset!r}; expected one of "
+                              f"{sorted(RESOLUTION_PRESETS)} (or set {name}.width/height)")
+        if sc.clips < 1 or sc.clip_s <= 0:
+            raise ConfigError(f"{source}: {name}.clips must be >= 1 and {name}.clip_s > 0")
+    if obj.screen.sheet_tile_w < 320:
+        raise ConfigError(f"{source}: screen.sheet_tile_w {obj.screen.sheet_tile_w}: expected "
+                          ">= 320 px (tiles large enough to judge)")
+    if not obj.cluster.nodes or len(set(obj.cluster.nodes)) != len(obj.cluster.nodes):
+        raise ConfigError(f"{source}: cluster.nodes {obj.cluster.nodes}: expected distinct ids")
+    if obj.cluster.node and obj.cluster.node not in obj.cluster.nodes:
+        raise ConfigError(f"{source}: cluster.node {obj.cluster.node!r} is not in cluster.nodes")
+    try:
+        validate_node(obj.node)
+        validate_unreal(obj.unreal)
+        validate_cluster_settings(obj.upload, obj.monitor)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if obj.caption.backend not in ("grounded", "vlm"):
+        raise ConfigError(f"{source}: caption.backend {obj.caption.backend!r}: expected "
+                          "'grounded' or 'vlm'")
+    if obj.clips.clip_s < 0 or obj.clips.min_clip_s < 0:
+        raise ConfigError(f"{source}: clips.clip_s and clips.min_clip_s must be >= 0")
+    if obj.shard.max_shard_bytes < 1_000_000:
+        raise ConfigError(f"{source}: shard.max_shard_bytes {obj.shard.max_shard_bytes}: "
+                          "expected at least 1000000")
+    if not 0 <= r.align_min <= 1:
+        raise ConfigError(f"{source}: render.align_min {r.align_min}: expected 0..1")
+    return obj
+
+
+def validate_node(nd: NodeConfig) -> None:
+    """Raise ValueError naming the ``node.*`` key that is out of range."""
+    if nd.slots_per_gpu < 1 or nd.cpu_slots < 1:
+        raise ValueError("node.slots_per_gpu and node.cpu_slots must be >= 1")
+    if nd.retries < 0 or nd.stall_timeout_s <= 0 or nd.stage1_timeout_s < 0:
+        raise ValueError("node.retries >= 0, node.stall_timeout_s > 0 and "
+                         "node.stage1_timeout_s >= 0 expected")
+    if any(g < 0 for g in nd.gpus):
+        raise ValueError(f"node.gpus {nd.gpus}: expected GPU ids >= 0")
+    if nd.display not in ("auto", "plain", "off"):
+        raise ValueError(f"node.display {nd.display!r}: expected auto, plain or off")
+
+
+def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig) -> None:
+    """Raise ValueError naming the ``upload.*`` / ``monitor.*`` key that is out of range."""
+    if up.part_mb < 5 or up.multipart_mb < up.part_mb:
+        raise ValueError(f"upload.part_mb {up.part_mb} must be >= 5 (S3's minimum part) and "
+                         f"upload.multipart_mb {up.multipart_mb} >= upload.part_mb")
+    if up.quiet_s < 0 or up.poll_s <= 0 or up.backoff_max_s < up.poll_s:
+        raise ValueError("upload.quiet_s >= 0, upload.poll_s > 0 and upload.backoff_max_s >= "
+                         "upload.poll_s expected")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", up.bucket):
+        raise ValueError(f"upload.bucket {up.bucket!r}: expected an S3 bucket name (3-63 "
+                         "lowercase letters, digits, dots and hyphens)")
+    if not mon.warn_free_mb >= mon.drain_free_mb >= mon.prune_free_mb >= 0:
+        raise ValueError(f"monitor thresholds: expected warn_free_mb ({mon.warn_free_mb}) >= "
+                         f"drain_free_mb ({mon.drain_free_mb}) >= prune_free_mb "
+                         f"({mon.prune_free_mb}) >= 0")
+    if not (mon.gpu_probe == "nvml" or mon.gpu_probe.startswith("standin:")):
+        raise ValueError(f"monitor.gpu_probe {mon.gpu_probe!r}: expected 'nvml' or "
+                         "'standin:<file>'")
+
+
+def validate_unreal(u: UnrealConfig) -> None:
+    """Raise ValueError naming the ``unreal.*`` key that is out of range."""
+    if u.image_format not in ("png", "exr"):
+        raise ValueError(f"unreal.image_format {u.image_format!r}: expected png or exr")
+    if u.engine_warmup_frames < 0 or u.texture_pool_mb < 0 or u.max_log_bytes < 1_000_000:
+        raise ValueError("unreal.engine_warmup_frames >= 0, unreal.texture_pool_mb >= 0 and "
+                         "unreal.max_log_bytes >= 1000000 expected")
+    if not u.run_as or u.run_as == "root":
+        raise ValueError(f"unreal.run_as {u.run_as!r}: name an unprivileged user")
