@@ -1,0 +1,31 @@
+"""scripts/import_graph.py: it finds an import cycle, also through a lazy import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TOOL = REPO / "scripts" / "import_graph.py"
+
+
+def graph(*paths: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *paths], cwd=cwd, text=True,
+                          capture_output=True, timeout=60)
+
+
+def test_a_cycle_through_a_lazy_import_is_found(tmp_path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .c import g\n")
+    (pkg / "c.py").write_text("import os\nimport pkg.a\n")
+    (pkg / "d.py").write_text("from pkg.a import nothing\n")
+    r = graph("pkg", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout
+    assert "CYCLE: pkg.a <-> pkg.b <-> pkg.c" in r.stdout
+    assert "pkg.d -> pkg.a" in r.stdout and r.stdout.count("CYCLE") == 1
+
+
