@@ -44,3 +44,12 @@ def test_the_stand_ins_have_no_import_cycle_and_the_unreal_calls_never_reach_the
             todo += [x for x in edges.get(m, ()) if x in edges]
     assert "tests.fakes.unreal.structs" in seen
     assert not seen & {"tests.fakes.unreal.editor", "tests.fakes.unreal.mrq_render"}
+
+
+def test_no_production_module_imports_a_stand_in() -> None:
+    """stages/ and unreal/ never import tests/ (the stand-in renderer is named by a path and
+    imported by the Ray workers only)."""
+    r = graph("stages", "unreal", "tests/fakes")
+    up = [ln for ln in r.stdout.splitlines() if not ln.startswith("tests.") and " -> " in ln
+          and "tests." in ln.partition(" -> ")[2]]
+    assert "stages.cluster.ray_executor -> " in r.stdout and not up, up
