@@ -17,9 +17,9 @@ from stages.config import UnrealConfig
 from stages.core.engine_types import CharacterSpec
 from stages.core.progress import COMPLETE, read_progress
 from stages.core.trajectory import VIEWS, validate
-from tests import fake_unreal as fu
 from tests.engine.course import build_course
-from tests.fake_unreal_world import FakeEditor
+from tests.fakes.unreal import namespace as fu
+from tests.fakes.unreal.editor import FakeEditor
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTS = REPO / "unreal"
@@ -202,8 +202,8 @@ def stage2_instance(root: Path, stage1: dict) -> tuple[Path, dict]:
     return inst, spec
 
 
-def run_stage2(root: Path, stage1: dict, auto_play=(True, False)) -> tuple[fu.FakeEditor, Path,
-                                                                           dict, int]:
+def run_stage2(root: Path, stage1: dict, auto_play=(True, False)
+               ) -> tuple[FakeEditor, Path, dict, int]:
     inst, spec = stage2_instance(root, stage1)
     actors = [fu.LevelSequenceActor(auto_play=a) for a in auto_play]
     for a, name in zip(actors, ("Intro", "Manual"), strict=False):
@@ -366,7 +366,8 @@ def test_crash_mid_render_leaves_only_finished_trajectories(stage1, tmp_path, mo
              "refuse_root": False}
     (tmp_path / "world.json").write_text(json.dumps(world))
     editor = tmp_path / "UnrealEditor-Cmd"
-    editor.write_text(f"#!/bin/sh\nexec {sys.executable} -m tests.fake_unreal_editor \"$@\"\n")
+    editor.write_text(f"#!/bin/sh\nexec {sys.executable} -m tests.fakes.unreal.editor_process "
+                      '"$@"\n')
     editor.chmod(0o755)
     spec["unreal"]["editor"], spec["unreal"]["project"] = str(editor), "/p/Render.uproject"
     (inst / "instance.json").write_text(json.dumps(spec))

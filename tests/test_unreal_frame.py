@@ -1,5 +1,5 @@
 """unreal/ue_frame.py: the one place where units and handedness change, with round trips and a
-check against Unreal's rotation matrix written independently (tests/fake_unreal.py)."""
+check against Unreal's rotation matrix written independently (tests/fakes/unreal/frame.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unreal"))
 import ue_frame  # noqa: E402
 
 from stages.core.cameras import look_rotation  # noqa: E402
-from tests import fake_unreal as fu  # noqa: E402
+from tests.fakes.unreal import namespace as fu  # noqa: E402
 
 
 def rnd_quat(rng: random.Random) -> tuple[float, float, float, float]:

@@ -27,6 +27,10 @@ from typing import Any
 
 from ..config import ConfigError, WmforgeConfig, load_params
 
+# `run --standin`: the units come from the stand-in renderer of the tests, named by its import
+# path and imported by the Ray workers, never here (so only from a checkout: run from its root)
+STANDIN_UNITS = "tests.fakes.engine_standin:standin_unit"
+
 
 def _cfg(args: argparse.Namespace) -> WmforgeConfig:
     return load_params(args.params, args.set)
@@ -140,11 +144,11 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     _connect(cfg, args.address)
-    job = NodeJob(cfg, str(Path(args.work).resolve()),
-                  "fake_engine_standin" if args.standin else "level",
+    standin = {"journal": str(Path(args.work).resolve() / "standin-journal.log")}
+    job = NodeJob(cfg, str(Path(args.work).resolve()), STANDIN_UNITS if args.standin else "level",
                   inventory=str(Path(args.inventory).resolve()),
                   library=str(Path(cfg.library.root).resolve()),
-                  journal=str(Path(args.work).resolve() / "standin-journal.log"))
+                  unit_options=standin if args.standin else {})
     out = run_cluster(job, pd.read_parquet(pools).to_dict("records"),
                       log=lambda m: print(m, flush=True))
     st = out["allocator"]
@@ -315,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--inventory", default="data/inventory")
     r.add_argument("--work", default="work/cluster", help="per-node folders <work>/<node>/")
     r.add_argument("--standin", action="store_true",
-                   help="the fake renderer stand-in instead of the engine (scheduling only)")
+                   help="the fake renderer stand-in instead of the engine (scheduling only; "
+                   "from the root of a checkout, which has it in tests/fakes/)")
     for name, h in (("status", "the three progress signals"), ("health", "monitors, once")):
         s = sub.add_parser(name, help=h)
         s.add_argument("--work", default="work/cluster")

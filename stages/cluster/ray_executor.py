@@ -16,6 +16,7 @@ move to the others, its units are leased again), counts what it had finished but
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,29 @@ class NodeJob:
 
     cfg: WmforgeConfig
     work_root: str  # each node's folders: <work_root>/<node>/ (on a cluster, its own disk)
-    unit_kind: str = "level"  # "level" (Stage I + II, real engine) | "fake_engine_standin"
+    # "level" (Stage I + II, real engine), or "module:function": a factory of the units instead,
+    # as a stand-in renderer for tests (see unit_factory); every worker must import that module
+    unit_kind: str = "level"
     inventory: str = ""  # level: folder with levels.parquet and characters.parquet
     library: str = ""
-    journal: str = ""  # fake_engine_standin: the shared render journal
-    standin_frame_s: float = 0.02
+    unit_options: dict[str, Any] = field(default_factory=dict)  # the factory's own arguments
     upload: bool = True
     poll_s: float = 0.5
     monitor: bool = True  # a monitor actor per node (monitor.interval_s between rounds)
+
+
+def unit_factory(path: str) -> Callable[..., Any]:
+    """The unit factory a ``module:function`` path names: ``factory(lease, cfg, renders,
+    delivered, **unit_options)`` returns the unit of a lease. Imported on the worker, by path, so
+    that no production module imports a test's stand-in."""
+    module, sep, name = path.partition(":")
+    if not (sep and module and name):
+        raise ValueError(f"unit kind {path!r}: 'level', or a factory as 'module:function'")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"unit factory {path!r}: {exc} (is the folder holding {module} on "
+                         "the workers' PYTHONPATH?)") from None
 
 
 def node_paths(work_root: str | Path, node: str) -> dict[str, Path]:
@@ -160,13 +176,9 @@ class NodeRunnerService:
         self.uploader = spawn_group(argv, dict(os.environ), self.paths["root"] / "uploader.log")
 
     def _unit(self, ls: dict, delivered: set) -> Any:
-        if self.job.unit_kind == "fake_engine_standin":
-            from .fake_engine_standin import FakeEngineUnit
-
-            return FakeEngineUnit(ls["level_id"], int(ls["pass_index"]),
-                                  self.cfg.trajectories.per_level, self.paths["renders"],
-                                  Path(self.job.journal), delivered,
-                                  frame_s=self.job.standin_frame_s)
+        if self.job.unit_kind != "level":
+            make = unit_factory(self.job.unit_kind)
+            return make(ls, self.cfg, self.paths["renders"], delivered, **self.job.unit_options)
         import pandas as pd
 
         from .lifecycle import _context, stage1_units

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from stages.cluster.ray_executor import NodeJob, node_paths, node_resource, run_
 from stages.cluster.uploader import COMPLETION, TOMBSTONE
 from stages.config import load_params
 from stages.pools import build_pools
+from tests.fakes.engine_standin import CHECKOUT, STANDIN
 
 from .conftest import upload_cfg
 
@@ -39,6 +41,9 @@ def ray_cluster(s3server):
             mp.setenv(k, v)
         mp.setenv("RAY_AUTH_MODE", "disabled")  # loopback only; writes no token to ~/.ray
         mp.setenv("RAY_TMPDIR", tmp)  # Ray's session files and address file stay in here
+        # every worker imports the stand-in renderer (tests/fakes/) by its path: this checkout
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHECKOUT),
+                                                              os.environ.get("PYTHONPATH")])))
         cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 1, "include_dashboard": False,
             "_system_config": {"health_check_period_ms": 500,
@@ -61,8 +66,8 @@ def _job(tmp: Path, s3server, bucket: str, **up) -> NodeJob:
         f"trajectories.per_level={PER_LEVEL}", "node.cpu_slots=1", "cluster.lease_s=3.0",
         f"cluster.allocator_state={tmp}/alloc/state.json"])
     cfg = dataclasses.replace(cfg, upload=upload_cfg(s3server, bucket, **up))
-    return NodeJob(cfg, str(tmp / "nodes"), "fake_engine_standin", journal=str(tmp / "journal"),
-                   standin_frame_s=0.03)
+    return NodeJob(cfg, str(tmp / "nodes"), STANDIN,
+                   unit_options={"journal": str(tmp / "journal"), "frame_s": 0.03})
 
 
 def _completions(s3server, bucket: str) -> list[dict]:
@@ -128,7 +133,7 @@ def test_three_nodes_deliver_every_trajectory_once_a_removed_node_loses_only_its
     assert all(r["node"] != "n1" for r in recs
                if (r["scene"], r["level"], r["trajectory"]) in lost_keys)
     # nothing rendered twice except what was lost with n1's disk
-    journal = Path(job.journal).read_text().splitlines()
+    journal = Path(job.unit_options["journal"]).read_text().splitlines()
     times = Counter(tuple(line.split()[:2]) for line in journal)
     twice = {k for k, v in times.items() if v > 1}
     assert all(v <= 2 for v in times.values())

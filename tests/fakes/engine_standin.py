@@ -2,12 +2,18 @@
 runner runs it as an engine process, it writes the render layout and the progress protocol
 exactly as the real renderer does, but its "videos" are seeded bytes, not MP4s.
 
-``python -m stages.cluster.fake_engine_standin <instance dir>`` reads ``instance.json`` (jobs:
+``python -m tests.fakes.engine_standin <instance dir>`` reads ``instance.json`` (jobs:
 name + key, ``frame_s``, ``bytes``) and for each job sleeps ``frames * frame_s``, writes
 ``<traj>/back.mp4`` and ``<traj>/meta.json``, appends its progress line and one line to the
 shared render journal (so a test can count how often each trajectory was made); then COMPLETE.
 
-:class:`FakeEngineUnit` is the unit of work around it (one level and pass of a lease).
+:class:`FakeEngineUnit` is the unit of work around it (one level and pass of a lease), and
+:func:`standin_unit` its factory: the Ray executor's node runners make their units with it when
+a job's ``unit_kind`` names it (``STANDIN``, a ``module:function`` path). Production code never
+imports this module: each Ray worker imports it by that path, so this checkout must be on the
+workers' ``PYTHONPATH`` (the cluster tests start Ray with it; ``wmforge cluster run --standin``
+from the repository root has it through Ray, which puts the driver's directory on its workers'
+path); the engine processes get it from :func:`engine_env`.
 """
 
 from __future__ import annotations
@@ -21,11 +27,22 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.progress import COMPLETE, PROGRESS, append_progress, read_progress
-from .gpus import SlotPlan
-from .node_runner import python_argv
-from .recovery import level_parts
-from .steps import Step, StepResult
+from stages.cluster.gpus import SlotPlan
+from stages.cluster.node_runner import python_argv
+from stages.cluster.recovery import level_parts
+from stages.cluster.steps import Step, StepResult
+from stages.config import WmforgeConfig
+from stages.core.progress import COMPLETE, PROGRESS, append_progress, read_progress
+
+STANDIN = "tests.fakes.engine_standin:standin_unit"  # NodeJob.unit_kind of a stand-in run
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def engine_env() -> dict[str, str]:
+    """The engine process imports this module, and the stages of this checkout, from any
+    working directory: the checkout first on its PYTHONPATH."""
+    rest = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join([str(CHECKOUT), *([rest] if rest else [])])}
 
 
 def traj_render_key(level_id: str, pass_index: int, traj: str) -> str:
@@ -91,10 +108,9 @@ class FakeEngineUnit:
         (inst / "instance.json").write_text(json.dumps({
             "level_id": self.level_id, "jobs": jobs, "frames": self.frames,
             "frame_s": self.frame_s, "bytes": self.nbytes, "journal": str(self.journal)}))
-        return Step("render", instance, python_argv("stages.cluster.fake_engine_standin",
-                                                    str(inst)),
+        return Step("render", instance, python_argv("tests.fakes.engine_standin", str(inst)),
                     inst, inst / PROGRESS, inst / "renderer.log", [inst], 0.0, len(jobs), "",
-                    self.level_id)
+                    self.level_id, env=engine_env())
 
     def step_ended(self, result: StepResult) -> None:
         self.finished |= set(read_progress(result.step.folder))
@@ -111,6 +127,15 @@ class FakeEngineUnit:
             shutil.rmtree(step.folder)
         else:
             (step.folder / "RECOVERED").write_text("")
+
+
+def standin_unit(lease: dict, cfg: WmforgeConfig, renders: Path,
+                 delivered: set[tuple[str, str, str]], journal: str,
+                 frame_s: float = 0.02) -> FakeEngineUnit:
+    """The unit of a lease (``level_id``, ``pass_index``) rendered by the stand-in: the node's
+    ``cfg.trajectories.per_level`` trajectories into ``renders``, a journal line for each."""
+    return FakeEngineUnit(lease["level_id"], int(lease["pass_index"]), cfg.trajectories.per_level,
+                          renders, Path(journal), delivered, frame_s=frame_s)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""The fake editor process behind ``tests/fake_unreal.py``: its worlds (editor and PIE), the
-PIE world tick on the embedded engine (Bullet resolves each character's movement input in the
-tick after the callback that gave it, as in Unreal), Movie Render Queue's frames (ray-cast depth
-pictures from the keyed camera poses) and the ``-ExecutePythonScript`` run with its Slate
-post-tick loop. A stand-in: no Unreal runs here."""
+"""``FakeEditor``: one fake Unreal Editor process. Its worlds (editor and PIE), the PIE world
+tick on the embedded engine (Bullet resolves each character's movement input in the tick after
+the callback that gave it, as in Unreal), and the ``-ExecutePythonScript`` run: the script gets
+``namespace`` as its ``unreal`` module, then, frame by frame, the editor ticks the PIE world and
+the render in progress (``mrq_render``) and calls the Slate post-tick callbacks with the fixed
+step. A stand-in: no Unreal runs here."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests import fake_unreal as fu
-from tests import fake_unreal_base
+from tests.fakes.unreal import host, mrq_render
+from tests.fakes.unreal import namespace as fu
+
+# the scripts' own modules (unreal/): imported again by each run, against this fake
+SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_sequence")
 
 
 class FakeEditor:
@@ -156,106 +160,11 @@ class FakeEditor:
             ch.velocity = fu._ue(st.velocity)
             ch.grounded = bool(st.grounded)
 
-    # ---- Movie Render Queue
+    # ---- Movie Render Queue (mrq_render.py renders the frames)
     def start_render(self, queue: fu.MoviePipelineQueue,
                      executor: fu.MoviePipelineExecutorBase) -> None:
-        self.render = {"queue": queue, "executor": executor, "job": 0, "frame": None}
+        self.render = mrq_render.start(queue, executor)
         self.renders.append((list(queue.jobs), executor))
-
-    def _tick_render(self) -> None:
-        r = self.render
-        assert r is not None
-        ex = r["executor"]
-        jobs = r["queue"].jobs
-        if r["job"] >= len(jobs):
-            self.write_log("LogMovieRenderPipeline", "", "MoviePipelineLinearExecutorBase "
-                           f"finished {len(jobs)} jobs in +00:00:01.000.")
-            self.render = None
-            ex.on_executor_finished_delegate.broadcast(ex, True)
-            return
-        job = jobs[r["job"]]
-        if r["frame"] is None:
-            self.write_log("LogMovieRenderPipeline", "",
-                           f"MoviePipelineLinearExecutorBase starting {len(jobs)} jobs.")
-            if self.dirty and not getattr(ex, "allow_unsaved", False):
-                ex.on_executor_errored_delegate.broadcast(
-                    ex, fu.MoviePipeline(), True, fu.Text("the level has unsaved changes"))
-                self.render = None
-                ex.on_executor_finished_delegate.broadcast(ex, False)
-                return
-            r["frame"] = 0
-            r["seq"] = self.assets[job.sequence.path]
-        seq: fu.LevelSequence = r["seq"]
-        k = r["frame"]
-        if k >= seq.end:
-            self.write_log("LogMovieRenderPipeline", "", "Finished rendering last shot. "
-                           "Moving to Finalize to finish writing items to disk.")
-            self.rendered_jobs += 1
-            r["job"] += 1
-            r["frame"] = None
-            return
-        if (self.crash_after_jobs is not None and self.rendered_jobs >= self.crash_after_jobs
-                and k == 5):  # mid-render of the next job
-            self.write_log("LogCore", "Error: ", "Caught signal 11 Segmentation fault")
-            raise fu.FakeCrash("signal 11 during MRQ")
-        self._render_frame(job, seq, k)
-        r["frame"] = k + 1
-
-    def _render_frame(self, job: fu.MoviePipelineExecutorJob, seq: fu.LevelSequence,
-                      k: int) -> None:
-        import numpy as np
-        from PIL import Image
-
-        cfg = job.config.settings
-        out: fu.MoviePipelineOutputSetting = cfg[fu.MoviePipelineOutputSetting]
-        cams = cfg.get(fu.MoviePipelineCameraSetting)
-        cut = next(t for t in seq.tracks if isinstance(t, fu.MovieSceneCameraCutTrack))
-        primary = cut.sections[0].camera  # type: ignore[attr-defined]
-        bindings = [b for b in seq.bindings if isinstance(b.object, fu.CineCameraActor)]
-        if not (cams and cams.render_all_cameras):
-            bindings = [primary]
-        W, H = out.output_resolution.x, out.output_resolution.y
-        takeover = next((a for a in self.editor_world.actors if isinstance(a, fu.LevelSequenceActor)
-                         and a.playback_settings.auto_play), None)
-        for b in bindings:
-            if takeover is not None:  # the level's own sequence owns the camera now
-                loc, rot = takeover.showcase
-            else:
-                ch = {c.get_name(): c.keys for c in b.transform().channels}
-                loc = fu.Vector(ch["Location.X"][k], ch["Location.Y"][k], ch["Location.Z"][k])
-                rot = fu.Rotator(ch["Rotation.X"][k], ch["Rotation.Y"][k], ch["Rotation.Z"][k])
-            cc = b.object.get_cine_camera_component()
-            hfov = 2 * math.atan(cc.filmback.sensor_width / (2 * cc.current_focal_length))
-            img = self._depth_picture(loc, rot, hfov, W, H)
-            name = out.file_name_format.replace("{camera_name}", b.object.label).replace(
-                "{frame_number}", f"{k:0{out.zero_pad_frame_numbers}d}")
-            path = Path(out.output_directory.path) / f"{name}.png"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(np.ascontiguousarray(img)).save(path)
-
-    def _depth_picture(self, loc: fu.Vector, rot: fu.Rotator, hfov: float, W: int, H: int) -> Any:
-        import numpy as np
-
-        f, rt, up = fu.camera_basis(rot)
-        o = fu._m(loc)
-        th, tv = math.tan(hfov / 2), math.tan(hfov / 2) * H / W
-        img = np.zeros((H, W, 3), np.uint8)
-        step = 2  # one ray per 2x2 pixels
-        for j in range(0, H, step):
-            v = 1 - 2 * (j + 0.5) / H
-            for i in range(0, W, step):
-                u = 2 * (i + 0.5) / W - 1
-                d = tuple(f[a] + u * th * rt[a] + v * tv * up[a] for a in range(3))
-                end = tuple(o[a] + 60.0 * d[a] for a in range(3))
-                hit = self.engine.raycast(o, end)  # type: ignore[arg-type]
-                g = 0 if hit is None else int(255 * (1 - hit.fraction))
-                if hit is not None:  # a 1 m checker "texture" so a moving camera sees motion
-                    g = int(g * (0.7 + 0.3 * ((math.floor(hit.position[0]) +
-                                                math.floor(hit.position[1])) % 2)))
-                n = (0.0, 0.0, 1.0) if hit is None else hit.normal
-                img[j:j + step, i:i + step] = (g, int(g * (0.5 + 0.5 * abs(n[2]))),
-                                               int(g * (0.5 + 0.5 * abs(n[0]))))
-        return img
 
     # ---- running a script like -ExecutePythonScript
     def run(self, script: Path, env: dict[str, str], map_path: str = "",
@@ -263,11 +172,11 @@ class FakeEditor:
         """Like ``UnrealEditor-Cmd <project> [map] -ExecutePythonScript=<script>``: 0 after
         quit_editor; 1 for a Python error in the script; 139 for a crash; 124 past
         ``max_frames``. The script's globals are kept in ``self.script_globals``."""
-        fake_unreal_base.EDITOR = self  # what the fake module's calls talk to
+        host.install(self)  # what the namespace's calls talk to
         me = fu
         old_mod = sys.modules.get("unreal")
         sys.modules["unreal"] = me
-        for m in fu.SCRIPT_MODULES:  # scripts imported against another fake are imported again
+        for m in SCRIPT_MODULES:  # scripts imported against another fake are imported again
             if getattr(sys.modules.get(m), "unreal", me) is not me:
                 sys.modules.pop(m, None)
         old_env = {k: os.environ.get(k) for k in env}
@@ -294,7 +203,7 @@ class FakeEditor:
                     if self.pie_world is not None:
                         self._tick_world(dt)
                     if self.render is not None:
-                        self._tick_render()
+                        mrq_render.tick(self)
                     for cb in list(self.callbacks):
                         cb(dt)
                 except fu.FakeCrash:
@@ -306,7 +215,7 @@ class FakeEditor:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            for m in fu.SCRIPT_MODULES:
+            for m in SCRIPT_MODULES:
                 sys.modules.pop(m, None)
             if old_mod is not None:
                 sys.modules["unreal"] = old_mod

@@ -1,115 +1,14 @@
-"""The structs, enums and objects of the fake ``unreal`` module (tests/fake_unreal.py
-re-exports them), and the editor the running script talks to (``EDITOR``, set by
-``FakeEditor.run`` in tests/fake_unreal_world.py). A stand-in: no Unreal runs here."""
+"""``Object`` and the actors and components of the fake ``unreal`` module: what the scripts spawn,
+read and set. They reach the running editor only through ``host`` (a destroyed actor, the
+skeletal assertion of Table 2). A stand-in: no Unreal runs here."""
 
 from __future__ import annotations
 
 from typing import Any
 
-EDITOR: Any = None  # the FakeEditor (tests/fake_unreal_world.py) whose script is running
-SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_sequence")
+from tests.fakes.unreal.host import running_editor
+from tests.fakes.unreal.structs import MovementMode, Rotator, Vector, _Enum
 
-
-def _ed() -> Any:
-    assert EDITOR is not None, "no FakeEditor installed"
-    return EDITOR
-
-
-class FakeCrash(BaseException):
-    """The fake engine crashed (the banner is in the log). Not an Exception: a script's
-    ``except Exception`` cannot catch an engine crash any more than in Unreal."""
-
-
-# ---------------------------------------------------------------- structs and enums
-
-class Vector:
-    def __init__(self, x: float = 0.0, y: float = 0.0, z: float = 0.0):
-        self.x, self.y, self.z = float(x), float(y), float(z)
-
-    def __repr__(self) -> str:
-        return f"Vector({self.x:.3f}, {self.y:.3f}, {self.z:.3f})"
-
-
-class Rotator:
-    def __init__(self, roll: float = 0.0, pitch: float = 0.0, yaw: float = 0.0):
-        self.roll, self.pitch, self.yaw = float(roll), float(pitch), float(yaw)
-
-
-class FrameNumber:
-    def __init__(self, value: int = 0):
-        self.value = int(value)
-
-
-class FrameRate:
-    def __init__(self, numerator: int = 0, denominator: int = 1):
-        self.numerator, self.denominator = numerator, denominator
-
-
-class IntPoint:
-    def __init__(self, x: int = 0, y: int = 0):
-        self.x, self.y = int(x), int(y)
-
-
-class SoftObjectPath:
-    def __init__(self, path_string: str = ""):
-        self.path = path_string
-
-
-class DirectoryPath:
-    def __init__(self, path: str = ""):
-        self.path = path
-
-
-class Text(str):
-    pass
-
-
-class Array(list):
-    @classmethod
-    def cast(cls, type_: type, obj: Any) -> list:
-        return list(obj)
-
-
-class _Enum:
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-class TraceTypeQuery:
-    TRACE_TYPE_QUERY1 = _Enum("TRACE_TYPE_QUERY1")
-    TRACE_TYPE_QUERY2 = _Enum("TRACE_TYPE_QUERY2")
-
-
-class DrawDebugTrace:
-    NONE = _Enum("NONE")
-
-
-class MovementMode:
-    MOVE_WALKING = _Enum("MOVE_WALKING")
-    MOVE_FLYING = _Enum("MOVE_FLYING")
-
-
-class MovieSceneKeyInterpolation:
-    LINEAR = _Enum("LINEAR")
-    AUTO = _Enum("AUTO")
-
-
-class MovieSceneTimeUnit:
-    DISPLAY_RATE = _Enum("DISPLAY_RATE")
-
-
-class HitResult:
-    def __init__(self, *fields: Any):
-        self._f = fields
-
-    def to_tuple(self) -> tuple:
-        return self._f
-
-
-# ---------------------------------------------------------------- objects
 
 class Object:
     _count = 0
@@ -194,7 +93,7 @@ class Actor(Object):
         self.label = label
 
     def destroy_actor(self) -> None:
-        _ed().destroy(self)
+        running_editor().destroy(self)
 
 
 class StaticMeshActor(Actor):
@@ -229,7 +128,7 @@ class SkeletalMeshComponent(SceneComponent):
         self.stopped = True
 
     def set_skeletal_mesh_asset(self, new_mesh: SkeletalMesh | None) -> None:
-        ed = _ed()
+        ed = running_editor()
         if new_mesh is not None:
             stale = [a for a in ed.pie_characters() if a is not self.owner and a.mesh.asset
                      is not None and a.mesh.asset is not new_mesh]

@@ -1,4 +1,5 @@
-"""``UnrealEditor-Cmd`` for tests: the fake editor (tests/fake_unreal.py) run as a process, so
+"""``UnrealEditor-Cmd`` for tests: the fake editor (``FakeEditor``) run as a process,
+``python -m tests.fakes.unreal.editor_process <project> [map] -ExecutePythonScript=<script>``, so
 the launcher and the node runner drive it like the real one. Its world comes from the JSON file
 named by ``WMFORGE_FAKE_WORLD`` (maps, skeletal meshes, animations, auto-play sequence actors,
 ``crash_after_jobs``); a crash ends the process with SIGSEGV after Unreal's crash banner. Like
@@ -14,8 +15,8 @@ import signal
 import sys
 from pathlib import Path
 
-from tests import fake_unreal as fu
-from tests.fake_unreal_world import FakeEditor
+from tests.fakes.unreal import namespace as fu
+from tests.fakes.unreal.editor import FakeEditor
 
 
 def world_from(doc: dict) -> FakeEditor:

@@ -1,0 +1,93 @@
+"""Unreal's structs and enums, as far as the scripts in ``unreal/`` use them (the names and
+fields of the 5.6 stub). A stand-in: no Unreal runs here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class Vector:
+    def __init__(self, x: float = 0.0, y: float = 0.0, z: float = 0.0):
+        self.x, self.y, self.z = float(x), float(y), float(z)
+
+    def __repr__(self) -> str:
+        return f"Vector({self.x:.3f}, {self.y:.3f}, {self.z:.3f})"
+
+
+class Rotator:
+    def __init__(self, roll: float = 0.0, pitch: float = 0.0, yaw: float = 0.0):
+        self.roll, self.pitch, self.yaw = float(roll), float(pitch), float(yaw)
+
+
+class FrameNumber:
+    def __init__(self, value: int = 0):
+        self.value = int(value)
+
+
+class FrameRate:
+    def __init__(self, numerator: int = 0, denominator: int = 1):
+        self.numerator, self.denominator = numerator, denominator
+
+
+class IntPoint:
+    def __init__(self, x: int = 0, y: int = 0):
+        self.x, self.y = int(x), int(y)
+
+
+class SoftObjectPath:
+    def __init__(self, path_string: str = ""):
+        self.path = path_string
+
+
+class DirectoryPath:
+    def __init__(self, path: str = ""):
+        self.path = path
+
+
+class Text(str):
+    pass
+
+
+class Array(list):
+    @classmethod
+    def cast(cls, type_: type, obj: Any) -> list:
+        return list(obj)
+
+
+class _Enum:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class TraceTypeQuery:
+    TRACE_TYPE_QUERY1 = _Enum("TRACE_TYPE_QUERY1")
+    TRACE_TYPE_QUERY2 = _Enum("TRACE_TYPE_QUERY2")
+
+
+class DrawDebugTrace:
+    NONE = _Enum("NONE")
+
+
+class MovementMode:
+    MOVE_WALKING = _Enum("MOVE_WALKING")
+    MOVE_FLYING = _Enum("MOVE_FLYING")
+
+
+class MovieSceneKeyInterpolation:
+    LINEAR = _Enum("LINEAR")
+    AUTO = _Enum("AUTO")
+
+
+class MovieSceneTimeUnit:
+    DISPLAY_RATE = _Enum("DISPLAY_RATE")
+
+
+class HitResult:
+    def __init__(self, *fields: Any):
+        self._f = fields
+
+    def to_tuple(self) -> tuple:
+        return self._f
