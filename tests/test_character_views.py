@@ -11,6 +11,7 @@ from stages.core.cameras import CameraRigConfig
 from stages.core.engine_types import CharacterSpec
 from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
 from stages.core.trajectory import VIEWS
+from tests.looks import look
 
 
 def _flat_ground(path):
@@ -56,7 +57,7 @@ def test_observed_capsule_is_recorded_and_feet_touch_the_ground(tmp_path):
     assert all(abs(f["pos_z"]) < 0.012 for f in res.frames), [f["pos_z"] for f in res.frames]
     eng.close()
 
-    r = ReplayRenderer(640, 360, 1, 1, "p3headlessgl", 1)
+    r = ReplayRenderer(640, 360, 1, 1, "p3headlessgl", 1, look=look())
     r.load_level(load_model(str(ground)), {})
     model = load_model(str(char))
     r.load_character(model, str(char), {}, 0.0)
@@ -246,7 +247,7 @@ def test_characters_are_found_without_sidecars(tmp_path):
     from stages.engine.embedded import load_model
     from stages.engine.replay_render import ReplayRenderer
 
-    r = ReplayRenderer(64, 64, 1, 1, "p3headlessgl", 1)
+    r = ReplayRenderer(64, 64, 1, 1, "p3headlessgl", 1, look=look())
     r.load_character(load_model(str(hero / "Hero.glb")), str(hero / "Hero.glb"), {}, 90.0)
     assert set(anims.values()) - {None} <= r.available_clips()
     r.close()
@@ -363,7 +364,7 @@ def test_first_person_view_does_not_draw_the_characters_own_body(tmp_path):
     poses = {r["view"]: ViewPose((r["pos_x"], r["pos_y"], r["pos_z"]),
                                  (r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"]), r["fov_deg"])
              for r in rows}
-    r = ReplayRenderer(96, 64, 1, 2, "p3headlessgl", 1)
+    r = ReplayRenderer(96, 64, 1, 2, "p3headlessgl", 1, look=look())
     r.load_level(load_model(str(ground)), {})
     r.load_character(load_model(str(char)), str(char), {}, 0.0)
     cp = CharacterPose((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None, 0.0)

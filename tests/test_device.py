@@ -90,7 +90,7 @@ def test_a_gpu_slot_on_a_machine_without_that_gpu_fails_naming_it(trajs, tmp_pat
 
     (inst / "instance.json").write_text(json.dumps(
         {"level_id": "NatureValley/AlpineMeadow", "settings": render_settings(
-            small_render_cfg(), 30), "base": os.getcwd(), "jobs": [
+            small_render_cfg(), 30).as_dict(), "base": os.getcwd(), "jobs": [
             {"name": "traj_0000", "key": "0" * 16,
              "traj_dir": str(trajs / "NatureValley__AlpineMeadow" / "traj_0000")}]}))
     env = dict(os.environ, WMFORGE_GPU="0", WMFORGE_GPU_NAME="NVIDIA H200",

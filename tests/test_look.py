@@ -11,11 +11,11 @@ from stages.core.cameras import CameraRigConfig, compute_tracks
 from stages.core.trajectory import VIEWS
 from stages.engine.replay_render import (
     CharacterPose,
-    Look,
     ReplayRenderer,
     SamplePose,
     ViewPose,
 )
+from tests.looks import look as make_look
 
 DAY = {"lighting": "day", "sun_dir": [-0.4, -0.3, -0.85], "sun_color": [1.0, 0.96, 0.88],
        "sun_lux": 3.0}
@@ -71,7 +71,7 @@ def _render(level, char, lighting=DAY, look=None, ev=0.0, size=(240, 136), auto=
              for r in rows}
     poses.update(views or {})
     r = ReplayRenderer(size[0], size[1], 1, 1, "p3headlessgl", 1,
-                       look=look or Look(shadow_map_size=1024))
+                       look=look or make_look(shadow_map_size=1024))
     r.load_level(load_model(str(level)), lighting)
     r.load_character(load_model(str(char)), str(char), {}, 0.0)
     cp = CharacterPose((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None, 0.0)
@@ -161,7 +161,7 @@ def test_exposure_compensation_scales_linear_light(tmp_path):
     """+1 EV doubles the mean linear luminance before tone mapping (tone map off, a key low
     enough that nothing clips)."""
     level, char = _scene(tmp_path)
-    look = Look(shadow_map_size=512, tone_map="none", exposure_key=0.03)
+    look = make_look(shadow_map_size=512, tone_map="none", exposure_key=0.03)
     base, _, _ = _render(level, char, look=look, ev=0.0)
     plus, _, _ = _render(level, char, look=look, ev=1.0)
     ratio = np.mean([_linear(plus[v]).mean() / _linear(base[v]).mean() for v in VIEWS])
@@ -242,7 +242,7 @@ def test_deferred_shading_gives_the_forward_look(tmp_path):
     dusk = dict(DAY, lighting="dusk", sun_lux=1.0)
     out = {}
     for shading in ("forward", "deferred"):
-        look = Look(shadow_map_size=1024, shading=shading)
+        look = make_look(shadow_map_size=1024, shading=shading)
         out[shading], _, _ = _render(level, char, lighting=dusk, look=look, auto=False)
     for v in VIEWS:
         a, b = out["forward"][v].astype(int), out["deferred"][v].astype(int)
@@ -261,7 +261,7 @@ def test_deferred_shading_gives_the_forward_look(tmp_path):
 def test_auto_shading_is_forward_on_a_software_rasterizer_and_recorded(tmp_path):
     """render.shading auto resolves per GL driver: forward on llvmpipe (deferred only pays off
     where pixel shaders run on few units), deferred on a GPU with compute shaders."""
-    r = ReplayRenderer(64, 36, 1, 1, "p3headlessgl", 1, look=Look(shading="auto"))
+    r = ReplayRenderer(64, 36, 1, 1, "p3headlessgl", 1, look=make_look(shading="auto"))
     try:
         renderer = str(r.gsg.getDriverRenderer()).lower()
         want = "forward" if "llvmpipe" in renderer else "deferred"
@@ -282,9 +282,9 @@ def test_deferred_gives_the_same_bytes_in_two_processes(tmp_path):
                                      ((0.9, 0.9, 0.9), {"roughness": 0.2, "metallic": 1.0}))])
     code = (
         "import sys, hashlib; sys.path.insert(0, sys.argv[1])\n"
-        "from tests.test_look import _render, DAY\n"
+        "from tests.test_look import _render, DAY, make_look\n"
         "from stages.engine.replay_render import Look\n"
-        "c, _, _ = _render(sys.argv[2], sys.argv[3], look=Look(shadow_map_size=512, "
+        "c, _, _ = _render(sys.argv[2], sys.argv[3], look=make_look(shadow_map_size=512, "
         "shading='deferred'))\n"
         "print(hashlib.sha256(b''.join(c[v].tobytes() for v in sorted(c))).hexdigest())\n")
     root = str(Path(__file__).resolve().parents[1])

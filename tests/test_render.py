@@ -22,6 +22,7 @@ from stages.core.trajectory import VIEWS
 from stages.engine.instance_render import InstanceRenderer
 from stages.media.video import read_frames
 from stages.render import run_render
+from tests.looks import look
 
 from .conftest import RENDER_FRAMES as FRAMES
 from .conftest import small_render_cfg as _rcfg
@@ -113,8 +114,8 @@ def test_instance_killed_mid_trajectory_recovers_finished_ones_bit_identical(tra
     ref_inst = (root / index.set_index("trajectory").loc["traj_0000", "path"]).parent
     lineage = json.loads((ref_inst / "instance.json").read_text())["lineage"]
     (inst / "instance.json").write_text(json.dumps(
-        {"level_id": "NatureValley/AlpineMeadow", "settings": settings, "base": os.getcwd(),
-         "jobs": jobs, "lineage": lineage}))
+        {"level_id": "NatureValley/AlpineMeadow", "settings": settings.as_dict(),
+         "base": os.getcwd(), "jobs": jobs, "lineage": lineage}))
     proc = subprocess.Popen([sys.executable, "-m", "stages.engine.render_worker", str(inst)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -160,7 +161,7 @@ def test_full_disk_during_encoding_leaves_no_complete_looking_video(trajs, tmp_p
     inst = tmp_path / "S" / "L" / "local-20990101T000000Z-0002"
     inst.mkdir(parents=True)
     (inst / "instance.json").write_text(json.dumps(
-        {"settings": settings, "base": os.getcwd(), "jobs": [
+        {"settings": settings.as_dict(), "base": os.getcwd(), "jobs": [
             {"name": "traj_0000", "key": "0" * 16,
              "traj_dir": str(trajs / "NatureValley__AlpineMeadow" / "traj_0000")}]}))
 
@@ -418,7 +419,7 @@ def test_orientation_correction_turns_the_model_to_its_walking_direction(tmp_pat
                             g.material("dark", (0.1, 0.1, 0.1))))
     ground = tmp_path / "ground.glb"
     ground.write_bytes(g.to_glb())
-    r = ReplayRenderer(160, 160, 1, 1, "p3headlessgl", 1)
+    r = ReplayRenderer(160, 160, 1, 1, "p3headlessgl", 1, look=look())
     r.load_level(load_model(str(ground)), {})
     top = ViewPose((0.0, 0.0, 6.0), (0.0, 1.0, 0.0, 0.0), 50.0)  # looking straight down
     fx = 80 / math.tan(math.radians(25))

@@ -196,7 +196,7 @@ def stage2_instance(root: Path, stage1: dict) -> tuple[Path, dict]:
     jobs = [{"name": n, "traj_dir": str(stage1["out"] / n), "key": KEY}
             for n in sorted(read_progress(stage1["folder"]))]
     ucfg = asdict(UnrealConfig(engine_warmup_frames=2, texture_pool_mb=4096))
-    spec = {"level_id": "test/course", "settings": settings, "jobs": jobs, "unreal": ucfg,
+    spec = {"level_id": "test/course", "settings": settings.as_dict(), "jobs": jobs, "unreal": ucfg,
             "ue_map": MAP, "map_on_command_line": True}
     (inst / "instance.json").write_text(json.dumps(spec))
     return inst, spec

@@ -213,9 +213,6 @@ class UnrealPieEngine:
     def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
         return []  # pushed props are not replayed on Unreal (contract v2 allows zero rows)
 
-    def render_view(self, frame: dict, camera: dict) -> Any:
-        raise NotImplementedError("Unreal renders in Stage II with Movie Render Queue")
-
     def close(self) -> None:
         self.clear_character()
 

@@ -17,7 +17,8 @@ from importlib import metadata
 from pathlib import Path
 
 from ..config import RenderConfig
-from ..engine.instance_render import sha256_file, traj_files
+from ..engine.publish import sha256_file, traj_files
+from ..engine.render_settings import RenderSettings
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)
@@ -96,29 +97,30 @@ def pack_dir(library: Path, rel_path: str) -> Path:
     return library / first
 
 
-def render_settings(rcfg: RenderConfig, fps: int) -> dict:
+def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
     """The settings that shape a render's bytes (part of its key and of its meta.json)."""
     w, h = rcfg.size()
-    return {"width": w, "height": h, "spatial_samples": rcfg.spatial_samples,
-            "temporal_samples": rcfg.temporal_samples, "shutter": rcfg.shutter,
-            "warmup_frames": rcfg.warmup_frames, "x264_preset": rcfg.x264_preset,
-            "crf": rcfg.crf, "encoder_threads": rcfg.encoder_threads,
-            "x264_mbtree": rcfg.x264_mbtree,
-            "gop": max(1, round(rcfg.gop_s * fps)), "preview": rcfg.preview,
-            "preview_x264_preset": rcfg.preview_x264_preset,
-            "preview_encoder_threads": rcfg.preview_encoder_threads,
-            "mask_scale": rcfg.mask_scale, "align_radius_px": rcfg.align_radius_px,
-            "align_min": rcfg.align_min, "shadow_map_size": rcfg.shadow_map_size,
-            "shadow_extent_m": rcfg.shadow_extent_m, "meter_frames": rcfg.meter_frames,
-            "shadow_pcf_taps": rcfg.shadow_pcf_taps,
-            "exposure_key": rcfg.exposure_key, "tone_map": rcfg.tone_map,
-            "ibl_strength": rcfg.ibl_strength, "shading": rcfg.shading}
+    return RenderSettings(
+        width=w, height=h, spatial_samples=rcfg.spatial_samples,
+        temporal_samples=rcfg.temporal_samples, shutter=rcfg.shutter,
+        warmup_frames=rcfg.warmup_frames, x264_preset=rcfg.x264_preset, crf=rcfg.crf,
+        encoder_threads=rcfg.encoder_threads, x264_mbtree=rcfg.x264_mbtree,
+        gop=max(1, round(rcfg.gop_s * fps)), preview=rcfg.preview,
+        preview_x264_preset=rcfg.preview_x264_preset,
+        preview_encoder_threads=rcfg.preview_encoder_threads, mask_scale=rcfg.mask_scale,
+        align_radius_px=rcfg.align_radius_px, align_min=rcfg.align_min,
+        shadow_map_size=rcfg.shadow_map_size, shadow_extent_m=rcfg.shadow_extent_m,
+        meter_frames=rcfg.meter_frames, shadow_pcf_taps=rcfg.shadow_pcf_taps,
+        exposure_key=rcfg.exposure_key, tone_map=rcfg.tone_map,
+        ibl_strength=rcfg.ibl_strength, shading=rcfg.shading)
 
 
-def render_key(traj_dir: Path, settings: dict, code: str = "", assets: str = "") -> str:
+def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",
+               assets: str = "") -> str:
     """Identity of one render: the trajectory's bytes (its meta.json carries Stage I's own key),
     the settings, the Stage II code version and the digest of the assets it reads."""
-    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    d = settings.as_dict() if isinstance(settings, RenderSettings) else settings
+    h = hashlib.sha256(json.dumps(d, sort_keys=True).encode())
     h.update(f"\0{code}\0{assets}\0".encode())
     for name in (*traj_files(traj_dir), "meta.json"):
         h.update(sha256_file(traj_dir / name).encode())

@@ -1,4 +1,5 @@
-"""The protocol both engine adapters satisfy (DESIGN §4), and the lazy factory that picks one.
+"""The Stage I protocol both engine adapters satisfy (DESIGN §4), and the lazy factory that
+picks one. The Stage II protocol is :mod:`stages.engine.stage2`.
 
 All values crossing this boundary are in the contract frame: right-handed, Z up, metres,
 seconds, yaw in degrees counter-clockwise about +Z from +X. Each adapter converts at its edge.
@@ -56,10 +57,6 @@ class Engine(Protocol):
     def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
         """(name, pivot position, quaternion w x y z) per dynamic prop, recorded each frame so
         Stage II can replay pushed props (trajectory contract v2, props.parquet)."""
-        ...
-
-    def render_view(self, frame: dict, camera: dict) -> Any:
-        """Stage II: render one replayed camera frame (an HxWx3 uint8 array)."""
         ...
 
     def close(self) -> None:

@@ -502,9 +502,6 @@ class EmbeddedEngine:
             out.append(RayHit((p.x, p.y, p.z), (n.x, n.y, n.z), f))
         return out
 
-    def render_view(self, frame: dict, camera: dict) -> Any:
-        raise NotImplementedError("Stage II rendering lives in the render stage")
-
     def prop_positions(self) -> dict[str, Vec3]:
         return {p.getName(): tuple(p.getPos(self.render)) for p in self._props}
 

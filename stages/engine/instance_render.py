@@ -5,10 +5,8 @@ that runs it is :mod:`stages.engine.render_worker`."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -18,29 +16,17 @@ import pandas as pd
 from ..core import replay
 from ..core.asset_guard import AssetInputError, check_model_file
 from ..core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
+from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
+from .render_settings import RenderSettings
+from .stage2 import Stage2Failure
 
 EXTERNAL = ("back", "left", "right", "top")
-TRAJ_FILES = ("frames.parquet", "cameras.parquet")
-OPTIONAL_TRAJ_FILES = ("props.parquet",)  # contract v2; absent in v1 trajectories
+# kept importable from here for callers of the old path
+__all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
 
 
-def traj_files(traj_dir: Path) -> tuple[str, ...]:
-    return TRAJ_FILES + tuple(f for f in OPTIONAL_TRAJ_FILES if (traj_dir / f).is_file())
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-
-class _Fail(Exception):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
+class _Fail(Stage2Failure):
+    """A Stage II failure of the embedded renderer."""
 
 
 def _resolve(p: str, base: Path, path_map: dict[str, str] | None = None) -> Path:
@@ -105,11 +91,14 @@ def _level_up_axis(meta: dict, path: Path) -> str | None:
 
 
 class InstanceRenderer:
-    """Renders the trajectories of one level into one instance directory (one process)."""
+    """The embedded GL Stage II renderer (:class:`~stages.engine.stage2.Stage2Renderer`): the
+    trajectories of one level into one instance directory (one process)."""
 
-    def __init__(self, inst: Path, settings: dict, display: str, base: Path, log=print,
-                 path_map: dict[str, str] | None = None, lineage: dict | None = None):
-        self.inst, self.s, self.base, self.log = inst, settings, base, log
+    def __init__(self, inst: Path, settings: RenderSettings | dict, display: str, base: Path,
+                 log=print, path_map: dict[str, str] | None = None,
+                 lineage: dict | None = None):
+        self.inst, self.base, self.log = inst, base, log
+        self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
         self.lineage = dict(lineage or {})
@@ -123,13 +112,10 @@ class InstanceRenderer:
         if self.r is None:
             from .replay_render import Look, ReplayRenderer
 
-            look = Look(**{k: self.s[k] for k in ("shadow_map_size", "shadow_extent_m",
-                                                    "shadow_pcf_taps",
-                                                    "meter_frames", "exposure_key", "tone_map",
-                                                    "ibl_strength", "shading") if k in self.s})
-            self.r = ReplayRenderer(self.s["width"], self.s["height"], self.s["spatial_samples"],
-                                    self.s["temporal_samples"], self.display,
-                                    self.s["mask_scale"], look=look)
+            look = Look.from_settings(self.s)
+            self.r = ReplayRenderer(self.s.width, self.s.height, self.s.spatial_samples,
+                                    self.s.temporal_samples, self.display,
+                                    self.s.mask_scale, look=look)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -162,11 +148,11 @@ class InstanceRenderer:
         model.flattenLight()
         lighting = load_level_lighting(str(path))
         rep = r.load_level(model, lighting)
-        r.warmup(self.s["warmup_frames"])
+        r.warmup(self.s.warmup_frames)
         self.level_report = {"removed": rep.removed, "textures": rep.textures,
                              "textures_full_res": rep.textures_full_res, "lights": rep.lights,
                              "dynamic_props": rep.props,
-                             "warmup_frames": self.s["warmup_frames"],
+                             "warmup_frames": self.s.warmup_frames,
                              "lighting": lighting.get("preset") or lighting.get("lighting"),
                              "exposure_compensation": ev}
         self.level_key = key
@@ -201,7 +187,7 @@ class InstanceRenderer:
         self.char_key = key
 
     def render(self, traj_dir: Path, name: str, key: str) -> dict:
-        from ..media.video import AsyncEncoder, EncodeSettings, VideoWriter, tile_preview
+        from ..media.video import AsyncEncoder, VideoWriter, tile_preview
 
         frames, cams, meta, props = _load_traj(traj_dir)
         self._renderer()
@@ -219,24 +205,20 @@ class InstanceRenderer:
         sched = replay.clip_schedule([str(a) for a in fcols["action"]],
                                      [float(v) for v in fcols["speed"]], segs,
                                      ch.get("animations") or {}, fps, r.available_clips())
-        W, H = self.s["width"], self.s["height"]
+        W, H = self.s.width, self.s.height
         out = self.inst / name
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        enc = EncodeSettings(preset=self.s["x264_preset"], crf=self.s["crf"],
-                             gop=self.s["gop"], threads=self.s["encoder_threads"],
-                             mbtree=bool(self.s.get("x264_mbtree", False)))
-        names = list(VIEWS) + (["preview"] if self.s["preview"] else [])
+        enc = self.s.encode()
+        names = list(VIEWS) + (["preview"] if self.s.preview else [])
         writers = {}
         try:
             for v in VIEWS:
                 writers[v] = VideoWriter(out / f"{v}.mp4", W, H, fps, enc)
-            if self.s["preview"]:
+            if self.s.preview:
                 pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
-                penc = EncodeSettings(preset=self.s.get("preview_x264_preset", enc.preset),
-                                      crf=enc.crf, gop=enc.gop, mbtree=enc.mbtree,
-                                      threads=self.s.get("preview_encoder_threads", enc.threads))
+                penc = self.s.preview_encode()
                 writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, penc)
             gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,
                                 AsyncEncoder, ptab)
@@ -252,9 +234,9 @@ class InstanceRenderer:
             reason = "disk_full" if isinstance(exc, OSError) and getattr(
                 exc, "errno", None) in (28, 27) else "encode_failed"
             raise _Fail(reason, f"{type(exc).__name__}: {exc}") from None
-        if gate["aligned_fraction"] < self.s["align_min"] or gate["transform_max_err"] > 1e-4:
+        if gate["aligned_fraction"] < self.s.align_min or gate["transform_max_err"] > 1e-4:
             raise _Fail("misaligned", f"aligned {gate['aligned_fraction']:.3f} < "
-                        f"{self.s['align_min']} or transform error "
+                        f"{self.s.align_min} or transform error "
                         f"{gate['transform_max_err']:.2e} m")
         try:
             return self._publish(traj_dir, out, name, key, n, fps, enc, names, views, gate,
@@ -266,15 +248,11 @@ class InstanceRenderer:
 
     def _publish(self, traj_dir: Path, out: Path, name: str, key: str, n: int, fps: int,
                  enc: Any, names: list[str], views: dict, gate: dict, meta: dict) -> dict:
-        W, H = self.s["width"], self.s["height"]
-        for f in traj_files(traj_dir):
-            shutil.copyfile(traj_dir / f, out / f)
-        shutil.copyfile(traj_dir / "meta.json", out / "trajectory.json")
-        files = sorted(p.name for p in out.iterdir() if p.is_file())
+        W, H = self.s.width, self.s.height
         rmeta = {
             "schema_version": 1, "trajectory": name, "level_id": meta["level_id"],
             "character_id": meta["character_id"], "frame_count": n, "fps": fps,
-            "duration_s": n / fps, "render_key": key, "settings": self.s,
+            "duration_s": n / fps, "render_key": key, "settings": self.s.as_dict(),
             "encode": enc.as_dict(), "videos": [f"{v}.mp4" for v in names],
             "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
@@ -298,12 +276,8 @@ class InstanceRenderer:
                                           f"{meta.get('trajectory_index')}",
                         "trajectory_index": meta.get("trajectory_index"),
                         "lighting": self.level_report.get("lighting")},
-            "sha256": {f: sha256_file(out / f) for f in files},
         }
-        tmp = out / "meta.json.tmp"
-        tmp.write_text(json.dumps(rmeta, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, out / "meta.json")
-        return rmeta
+        return publish_trajectory(traj_dir, out, rmeta)
 
     def _meter(self, r: Any, poses: Any, n: int, ptab: Any, dz: float) -> dict:
         """Meter the first ``meter_frames`` frames and set the trajectory's exposure."""
@@ -311,7 +285,7 @@ class InstanceRenderer:
 
         from .pbr import exposure_from_meter
 
-        k = min(int(self.s.get("meter_frames", 0)), n)
+        k = min(int(self.s.meter_frames), n)
         if k <= 0:
             r.set_auto_exposure(1.0)
             return {"auto": 1.0, "metered_frames": 0}
@@ -323,23 +297,23 @@ class InstanceRenderer:
                 r.place_props(ptab[f])
             samples, exact = poses(f)
             codes.append(r.meter(samples, exact, dz))
-        mult, mean = exposure_from_meter(np.stack(codes), float(self.s["exposure_key"]))
+        mult, mean = exposure_from_meter(np.stack(codes), float(self.s.exposure_key))
         r.set_auto_exposure(mult)
         del mean  # recorded only through the 1/8-stop exposure it gives (same bytes everywhere)
         return {"auto": mult, "auto_ev": math.log2(mult), "metered_frames": k,
-                "key": float(self.s["exposure_key"]),
-                "compensation_ev": r.exposure_comp_ev, "tone_map": self.s.get("tone_map")}
+                "key": float(self.s.exposure_key),
+                "compensation_ev": r.exposure_comp_ev, "tone_map": self.s.tone_map}
 
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
                 ptab=None) -> dict:
         from .replay_render import CharacterPose, SamplePose, ViewPose, temporal_offsets
 
         r = self.r
-        W, H = self.s["width"], self.s["height"]
-        offs = temporal_offsets(self.s["temporal_samples"], self.s["shutter"])
+        W, H = self.s.width, self.s.height
+        offs = temporal_offsets(self.s.temporal_samples, self.s.shutter)
         ch = meta["character"]
         vh = float(ch.get("visual_height_m", 1.0))
-        ms, rad = self.s["mask_scale"], self.s["align_radius_px"]
+        ms, rad = self.s.mask_scale, self.s.align_radius_px
         in_view = {v: 0 for v in EXTERNAL}
         aligned = {v: 0 for v in EXTERNAL}
         max_err = 0.0
@@ -347,7 +321,7 @@ class InstanceRenderer:
         fps = int(meta["fps"])
         derived = ({"preview": lambda imgs: tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
                    if "preview" in writers else {})
-        encoder = AsyncEncoder(writers, depth=self.s.get("queue_depth", 4), derived=derived)
+        encoder = AsyncEncoder(writers, depth=4, derived=derived)
         self.encoder = encoder
         def poses(f: int) -> tuple[list, Any]:
             samples = []

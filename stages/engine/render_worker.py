@@ -22,7 +22,8 @@ from typing import Any
 
 from ..core.progress import COMPLETE, append_progress, read_progress
 from ..core.trajectory import VIEWS
-from .instance_render import InstanceRenderer, _Fail
+from .instance_render import InstanceRenderer
+from .stage2 import Stage2Failure
 
 OWNER_LOCK = "owner.lock"
 
@@ -84,7 +85,7 @@ def worker(inst: Path) -> int:
         try:
             rmeta = ir.render(Path(job["traj_dir"]), name, job["key"])
         except Exception as exc:  # noqa: BLE001 - one bad trajectory never stops the instance
-            reason, detail = ((exc.reason, exc.detail) if isinstance(exc, _Fail) else
+            reason, detail = ((exc.reason, exc.detail) if isinstance(exc, Stage2Failure) else
                               ("render_error", f"{type(exc).__name__}: {exc}"))
             shutil.rmtree(inst / name, ignore_errors=True)
             with open(inst / "failures.jsonl", "a") as f:

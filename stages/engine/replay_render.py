@@ -20,6 +20,7 @@ scripts/setup.sh), the NVIDIA driver on GPU machines.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,29 +48,35 @@ void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
 
 @dataclass
 class Look:
-    """Stage II's look settings (render config group; see RenderConfig)."""
+    """Stage II's look settings: built from a render's RenderSettings (:meth:`from_settings`);
+    no defaults of its own (they live once, in ``stages.config.RenderConfig``)."""
 
     # sun shadow map size, px (per side), and the half-width of the area around the character
     # it covers, m (the map is refitted around the character every frame)
-    shadow_map_size: int = 2048
-    shadow_extent_m: float = 25.0
+    shadow_map_size: int
+    shadow_extent_m: float
     # shadow-map taps per output pixel (1, 2, 4 or 8; each a hardware 2x2 comparison):
     # softness; a pixel's taps are spread over its samples (at 8 samples each takes one tap,
     # so the cost per sample is one tap whatever this is)
-    shadow_pcf_taps: int = 4
+    shadow_pcf_taps: int
     # exposure: metered on the first frames of each trajectory to bring the geometric mean
     # luminance to exposure_key; 0 frames = fixed exposure 1 (then only the compensation)
-    meter_frames: int = 3
-    exposure_key: float = 0.1
+    meter_frames: int
+    exposure_key: float
     # "aces" (filmic) or "none" (clamp)
-    tone_map: str = "aces"
+    tone_map: str
     # strength of the sky's image-based light
-    ibl_strength: float = 1.0
+    ibl_strength: float
     # "deferred": a G-buffer from the rasterizer, lit by a compute pass (stages/engine/
     # deferred.py; fast where pixel shaders run on few units, as on an H200); "forward": the
     # whole look in the fragment shader (the reference); "auto": deferred on a GPU with
     # compute shaders, forward on a software rasterizer
-    shading: str = "auto"
+    shading: str
+
+    @classmethod
+    def from_settings(cls, s: Any) -> Look:
+        """The look of a RenderSettings (or anything with these attributes)."""
+        return cls(**{f.name: getattr(s, f.name) for f in dataclasses.fields(cls)})
 
 
 def halton(i: int, base: int) -> float:
@@ -145,7 +152,7 @@ class LevelReport:
 class ReplayRenderer:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0, look: Look | None = None):
+                 far: float = 4000.0, *, look: Look):
         from panda3d.core import loadPrcFileData
 
         loadPrcFileData("wmforge-render", f"""
@@ -178,7 +185,7 @@ class ReplayRenderer:
             raise ValueError(f"render.temporal_samples is {temporal}; at most "
                              f"{FP_MASK_BIT - FP_BIT_BASE} (one camera bit per sample)")
         self.near, self.far = near, far
-        self.look = look or Look()
+        self.look = look
         if self.look.shadow_pcf_taps not in (1, 2, 4, 8):
             raise ValueError(f"render.shadow_pcf_taps is {self.look.shadow_pcf_taps}; "
                              "expected 1, 2, 4 or 8")

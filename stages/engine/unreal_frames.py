@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..core.trajectory import VIEWS
-from .instance_render import sha256_file, traj_files
+from .publish import publish_trajectory
+from .render_settings import RenderSettings
+from .stage2 import Stage2Failure
 
 IMAGE_EXT = {"png": ".png", "exr": ".exr"}
 STILL_DIFF = 0.5  # mean abs difference (0..255) below which two frames count as the same
@@ -24,10 +25,8 @@ STILL_MIN_FRAMES = 30  # a still run this long ...
 STILL_MIN_MOVE_M = 1.0  # ... while the recorded camera moved this far is a takeover
 
 
-class FramesError(RuntimeError):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason, self.detail = reason, detail
+class FramesError(Stage2Failure):
+    """Unreal's frames of a trajectory are missing, invalid or not the recorded camera's."""
 
 
 def view_frames(frames_dir: Path, view: str, ext: str = ".png") -> list[Path]:
@@ -72,14 +71,15 @@ def _load(p: Path) -> np.ndarray:
 
 
 def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, key: str,
-                      settings: dict, image_format: str = "png",
+                      settings: RenderSettings | dict, image_format: str = "png",
                       log: Any = print) -> dict:
     """Verify, encode and publish one rendered trajectory into ``out``; the images are deleted
     only after every video decodes to the expected frame count."""
     import pandas as pd
 
-    from ..media.video import EncodeSettings, VideoWriter, tile_preview
+    from ..media.video import VideoWriter, tile_preview
 
+    rs = RenderSettings.from_dict(settings)
     meta = json.loads((traj_dir / "meta.json").read_text())
     n, fps = int(meta["frame_count"]), int(meta["fps"])
     ext = IMAGE_EXT[image_format]
@@ -87,15 +87,13 @@ def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, ke
     out.mkdir(parents=True, exist_ok=True)
     rmeta: dict = {"schema_version": 1, "trajectory": name, "level_id": meta["level_id"],
                    "character_id": meta["character_id"], "frame_count": n, "fps": fps,
-                   "duration_s": n / fps, "render_key": key, "settings": settings,
+                   "duration_s": n / fps, "render_key": key, "settings": rs.as_dict(),
                    "engine": "unreal", "image_format": image_format,
                    "lineage": {"engine": meta.get("engine"),
                                "engine_version": meta.get("engine_version")}}
     cams = pd.read_parquet(traj_dir / "cameras.parquet")
     if image_format == "png":
-        enc = EncodeSettings(preset=settings["x264_preset"], crf=settings["crf"],
-                             gop=settings["gop"], threads=settings["encoder_threads"],
-                             mbtree=settings.get("x264_mbtree", False))
+        enc = rs.encode()
         first = _load(files[VIEWS[0]][0])
         H, W = first.shape[:2]
         writers = {v: VideoWriter(out / f"{v}.mp4", W, H, fps, enc) for v in VIEWS}
@@ -117,14 +115,12 @@ def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, ke
                         diffs[v].append(float(np.abs(imgs[v][::4, ::4].astype(np.int16)
                                                      - p[::4, ::4]).mean()))
                     prev[v] = imgs[v]
-                if settings.get("preview", True):
+                if rs.preview:
                     tile = tile_preview(imgs, VIEWS)
                     if preview is None:
                         ph, pw = tile.shape[:2]
-                        preview = VideoWriter(out / "preview.mp4", pw, ph, fps, EncodeSettings(
-                            preset=settings.get("preview_x264_preset", enc.preset),
-                            crf=enc.crf, gop=enc.gop,
-                            threads=settings.get("preview_encoder_threads", enc.threads)))
+                        preview = VideoWriter(out / "preview.mp4", pw, ph, fps,
+                                              rs.preview_encode())
                     preview.write(tile)
             for w in writers.values():
                 w.close(n)
@@ -156,11 +152,24 @@ def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, ke
     else:
         rmeta["videos"] = []
         rmeta["image_sequences"] = {v: len(files[v]) for v in VIEWS}
-    for f in traj_files(traj_dir):
-        shutil.copyfile(traj_dir / f, out / f)
-    shutil.copyfile(traj_dir / "meta.json", out / "trajectory.json")
-    rmeta["sha256"] = {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
-    tmp = out / "meta.json.tmp"
-    tmp.write_text(json.dumps(rmeta, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, out / "meta.json")
-    return rmeta
+    return publish_trajectory(traj_dir, out, rmeta)
+
+
+class UnrealFrames:
+    """The Unreal Stage II renderer on this side of the editor
+    (:class:`~stages.engine.stage2.Stage2Renderer`): Movie Render Queue has written a
+    trajectory's image sequences under ``<instance>/frames/<traj>/``; :meth:`render` verifies,
+    encodes and publishes them like the embedded renderer's output."""
+
+    def __init__(self, inst: Path, settings: RenderSettings | dict, image_format: str = "png",
+                 log: Any = print):
+        self.inst, self.image_format, self.log = inst, image_format, log
+        self.settings = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
+
+    def render(self, traj_dir: Path, name: str, key: str) -> dict:
+        return finish_trajectory(self.inst / "frames" / name, traj_dir, self.inst / name, name,
+                                 key, self.settings, self.image_format, self.log)
+
+    def close(self) -> None:
+        pass
+

@@ -158,7 +158,8 @@ def stage1(spec_path: Path) -> int:
 
 def stage2(inst: Path) -> int:
     from .render_worker import take_owner_lock
-    from .unreal_frames import FramesError, finish_trajectory
+    from .stage2 import Stage2Failure
+    from .unreal_frames import UnrealFrames
 
     lock = take_owner_lock(inst)
     spec = json.loads((inst / "instance.json").read_text())
@@ -167,6 +168,7 @@ def stage2(inst: Path) -> int:
     seen: set[str] = set(read_progress(inst))
     failed: set[str] = set()
     fmt = (spec.get("unreal") or {}).get("image_format", "png")
+    renderer = UnrealFrames(inst, spec["settings"], fmt, say)
 
     def on_poll() -> None:
         p = inst / RENDERED
@@ -183,12 +185,10 @@ def stage2(inst: Path) -> int:
             job = jobs[name]
             try:
                 if not row.get("ok"):
-                    raise FramesError(str(row.get("reason") or "mrq_error"),
+                    raise Stage2Failure(str(row.get("reason") or "mrq_error"),
                                       str(row.get("detail") or "MRQ reported an error"))
-                rmeta = finish_trajectory(inst / "frames" / name, Path(job["traj_dir"]),
-                                          inst / name, name, job["key"], spec["settings"], fmt,
-                                          say)
-            except FramesError as exc:
+                rmeta = renderer.render(Path(job["traj_dir"]), name, job["key"])
+            except Stage2Failure as exc:
                 failed.add(name)
                 with open(inst / "failures.jsonl", "a") as f:
                     f.write(json.dumps({"trajectory": name, "reason": exc.reason,

@@ -83,7 +83,7 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
-            {"settings": settings, "base": os.getcwd(), "jobs": [
+            {"settings": settings.as_dict(), "base": os.getcwd(), "jobs": [
                 {"name": "traj_0000", "key": "0" * 16,
                  "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
         insts.append(inst)

@@ -1,0 +1,87 @@
+"""The typed settings of one Stage II render (DESIGN §4): what every Stage II engine reads, and
+the part of a render's key and ``meta.json`` that says how it was made.
+
+``RenderSettings`` is built once from the config (``stages.cluster.keys.render_settings``),
+travels in ``instance.json`` as :meth:`RenderSettings.as_dict` (the same bytes as the untyped
+dict it replaces: same keys, same order, same values) and is read back with
+:meth:`RenderSettings.from_dict`, which names any missing or unknown key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+class RenderSettingsError(ValueError):
+    """An ``instance.json`` ``settings`` object that is not a RenderSettings."""
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """One render's settings; the defaults live in ``stages.config.RenderConfig`` only."""
+
+    width: int  # output frame width, px
+    height: int  # output frame height, px
+    spatial_samples: int  # sub-pixel jittered samples per output pixel
+    temporal_samples: int  # sub-frame samples per output frame
+    shutter: float  # fraction of a frame the temporal samples span
+    warmup_frames: int  # frames rendered and discarded before the first kept one
+    x264_preset: str
+    crf: int
+    encoder_threads: int
+    x264_mbtree: bool
+    gop: int  # keyframe interval, frames
+    preview: bool  # write the tiled five-view preview.mp4
+    preview_x264_preset: str
+    preview_encoder_threads: int
+    mask_scale: int  # the character mask's downscale for the alignment gate
+    align_radius_px: float
+    align_min: float  # the aligned fraction below which a render fails as misaligned
+    shadow_map_size: int
+    shadow_extent_m: float
+    meter_frames: int
+    shadow_pcf_taps: int
+    exposure_key: float
+    tone_map: str
+    ibl_strength: float
+    shading: str  # "auto", "forward" or "deferred"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``instance.json`` / ``meta.json`` form (field order = the historical key order)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | RenderSettings,
+                  where: str = "settings") -> RenderSettings:
+        if isinstance(d, RenderSettings):
+            return d
+        if not isinstance(d, dict):
+            raise RenderSettingsError(f"{where}: expected an object of render settings, "
+                                      f"got {type(d).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        missing = [n for n in names if n not in d]
+        unknown = sorted(set(d) - set(names))
+        if missing or unknown:
+            raise RenderSettingsError(
+                f"{where}: " + "; ".join(
+                    ([f"missing key(s) {', '.join(missing)}"] if missing else [])
+                    + ([f"unknown key(s) {', '.join(unknown)}"] if unknown else []))
+                + " (written by another wmforge version? re-run the render stage)")
+        return cls(**{n: d[n] for n in names})
+
+    def replace(self, **changes: Any) -> RenderSettings:
+        return dataclasses.replace(self, **changes)
+
+    def encode(self) -> Any:
+        """The per-view video encoder settings."""
+        from ..media.video import EncodeSettings
+
+        return EncodeSettings(preset=self.x264_preset, crf=self.crf, gop=self.gop,
+                              threads=self.encoder_threads, mbtree=bool(self.x264_mbtree))
+
+    def preview_encode(self) -> Any:
+        """The tiled preview's encoder settings (its own preset and threads)."""
+        return dataclasses.replace(self.encode(), preset=self.preview_x264_preset,
+                                   threads=self.preview_encoder_threads)
