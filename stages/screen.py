@@ -118,7 +118,7 @@ def measure_clip(probe, render_dir: Path, th: DetectorThresholds) -> dict:
 
 def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[str, dict],
                   library: Path, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from .engine.embedded import VisibleGeometryProbe
+    from .engine.geometry_probe import VisibleGeometryProbe
 
     s = cfg.screen
     levels = pd.read_parquet(inventory / "levels.parquet")

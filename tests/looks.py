@@ -9,7 +9,7 @@ from typing import Any
 
 from stages.cluster.keys import render_settings
 from stages.config import RenderConfig
-from stages.engine.replay_render import Look
+from stages.engine.look import Look
 
 
 def look(**over: Any) -> Look:

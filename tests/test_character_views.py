@@ -32,7 +32,7 @@ def test_observed_capsule_is_recorded_and_feet_touch_the_ground(tmp_path):
     from stages.assetgen.gltf_writer import GlbBuilder
     from stages.assetgen.primitives import box
     from stages.engine.base import make_engine
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
     from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose, ViewPose
 
     ground = _flat_ground(tmp_path / "ground.glb")
@@ -244,7 +244,7 @@ def test_characters_are_found_without_sidecars(tmp_path):
     assert h2["yaw_correction_deg"] == -90.0 and h2["mapping_source"] == "inferred"
     assert json.loads(h2["animation_json"])["W"] == "Walk_Forward"
     # the engine loads the discovered character with the clips the inventory mapped
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
     from stages.engine.replay_render import ReplayRenderer
 
     r = ReplayRenderer(64, 64, 1, 1, "p3headlessgl", 1, look=look())
@@ -347,7 +347,7 @@ def test_first_person_view_does_not_draw_the_characters_own_body(tmp_path):
     from stages.assetgen.gltf_writer import GlbBuilder
     from stages.assetgen.primitives import box
     from stages.core.cameras import compute_tracks
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
     from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose, ViewPose
 
     ground = _flat_ground(tmp_path / "ground.glb")

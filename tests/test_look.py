@@ -61,7 +61,7 @@ def _scene(tmp_path, extra=()):
 
 def _render(level, char, lighting=DAY, look=None, ev=0.0, size=(240, 136), auto=True,
             views=None):
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
     from stages.engine.pbr import exposure_from_meter
 
     rig = CameraRigConfig(width=size[0], height=size[1])

@@ -348,7 +348,7 @@ def test_level_cameras_and_self_playing_animations_are_removed_and_reported(traj
         SequenceNode,
     )
 
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
 
     src = trajs / "NatureValley__AlpineMeadow" / "traj_0000"
     meta = json.loads((src / "meta.json").read_text())
@@ -405,7 +405,7 @@ def test_orientation_correction_turns_the_model_to_its_walking_direction(tmp_pat
     from stages.assetgen.primitives import box
     from stages.core import replay
     from stages.core.trajectory import yaw_quat
-    from stages.engine.embedded import load_model
+    from stages.engine.models import load_model
     from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose, ViewPose
 
     b = GlbBuilder()

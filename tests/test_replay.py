@@ -1,11 +1,11 @@
-"""Replay arithmetic (stages/core/replay.py, engine/replay_render.py helpers, engine/clips.py)."""
+"""Replay arithmetic (stages/core/replay.py, engine/replay_poses.py, engine/clips.py)."""
 
 import math
 
 import pytest
 
 from stages.core import replay
-from stages.engine.replay_render import cv_to_panda_mat, jitter_offsets, temporal_offsets
+from stages.engine.replay_poses import cv_to_panda_mat, jitter_offsets, temporal_offsets
 
 ANIMS = {"W": "walk", "A": "strafe", "S": "back", "D": "strafe", "WA": "walk", "WD": "walk",
          "SA": "back", "SD": "back", "IDLE": "idle"}

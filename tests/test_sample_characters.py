@@ -178,7 +178,7 @@ def test_skinned_humanoid_poses_through_gltf_poser(sample_library):
         from panda3d.core import loadPrcFileData
         loadPrcFileData("", "window-type none\\naudio-library-name null\\nmodel-cache-dir\\n")
         from stages.engine.clips import GltfPoser, read_gltf_clips
-        from stages.engine.embedded import load_model
+        from stages.engine.models import load_model
         path = Path({str(sample_library)!r}) / {CHARS!r} / "Alex" / "Alex.glb"
         clips = read_gltf_clips(path)
         a, b = load_model(str(path)), load_model(str(path))

@@ -11,8 +11,8 @@ import pytest
 from stages.cluster.keys import render_settings
 from stages.config import RenderConfig
 from stages.engine.instance_render import InstanceRenderer
+from stages.engine.look import Look
 from stages.engine.render_settings import RenderSettings, RenderSettingsError
-from stages.engine.replay_render import Look
 from stages.engine.stage2 import Stage2Failure, Stage2Renderer
 from stages.engine.unreal_frames import FramesError, UnrealFrames
 

@@ -1,5 +1,5 @@
 """Stage I output from inside the editor: the trajectory contract written with pyarrow (install
-it into the editor's Python, README "Running on Unreal Engine"), published by rename, and the
+it into the editor's Python, docs/unreal.md), published by rename, and the
 progress line. Mirrors stages/engine/stage1_worker.py's layout without importing it (editor
 scripts import stages.core only)."""
 

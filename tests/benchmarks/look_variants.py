@@ -91,15 +91,15 @@ def _front_to_back(_r: Any = None) -> None:
 
 
 def _no_shadow_pass() -> None:
-    from stages.engine.replay_render import ReplayRenderer
+    from stages.engine.level_render import LevelScene
 
-    orig = ReplayRenderer._make_sun
+    orig = LevelScene._make_sun
 
     def make_sun(self: Any, sun_np: Any) -> None:
         orig(self, sun_np)
         sun_np.node().setShadowCaster(False)
 
-    ReplayRenderer._make_sun = make_sun  # type: ignore[method-assign]
+    LevelScene._make_sun = make_sun  # type: ignore[method-assign]
 
 
 def _overdraw() -> None:
@@ -116,7 +116,8 @@ def _overdraw() -> None:
         TextureAttrib,
     )
 
-    from stages.engine.replay_render import FP_MASK_BIT, MASK_BIT, ReplayRenderer
+    from stages.engine.render_targets import FP_MASK_BIT, MASK_BIT
+    from stages.engine.replay_render import ReplayRenderer
 
     orig = ReplayRenderer.render
     calls = {"n": 0}
@@ -133,14 +134,14 @@ def _overdraw() -> None:
                 ShaderAttrib.makeOff(), ColorBlendAttrib.make(
                     ColorBlendAttrib.M_add, ColorBlendAttrib.O_one, ColorBlendAttrib.O_one),
                 1000)
-            for cam in self.mask_cams.values():
+            for cam in self.targets.mask_cams.values():
                 cam.node().setInitialState(state)
             res = {}
             for mode in ("draw_order", "front_to_back"):
                 if mode == "front_to_back":
                     _front_to_back()
                 _, masks, _ = orig(self, samples, exact, dz)
-                a = self.mask_tex.getRamImageAs("R")
+                a = self.targets.mask_tex.getRamImageAs("R")
                 arr = np.frombuffer(memoryview(a), np.uint8).astype(float)
                 res[mode] = float(arr.mean())
                 hist = np.bincount(arr.astype(int), minlength=8)[:8] / arr.size

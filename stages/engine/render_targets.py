@@ -1,0 +1,313 @@
+"""Stage II's off-screen buffers and cameras, and the resolve pass.
+
+Every (view, spatial sample, temporal sample) is a display region of one atlas buffer (linear
+light, packed float), each with its own camera; with deferred shading the atlas also carries the
+G-buffer planes and the lighting pass (``deferred.LightingPass``) runs between it and the
+resolve. The resolve averages each view's samples in linear light (``texelFetch``), applies the
+exposure and the tone map and encodes sRGB into a strip of the five views, copied to RAM once a
+frame, as is the mask buffer (flat white character, per view). Draw masks: temporal sample t's
+colour cameras see bit t (first-person: FP_BIT_BASE + t), the mask cameras MASK_BIT
+(first-person: FP_MASK_BIT, which nothing shows).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..core.trajectory import VIEWS
+from .look import Look
+
+MASK_BIT = 30
+# first-person cameras see the level but never the character's own body (§6.3): their colour
+# cameras use bits FP_BIT_BASE + t (no character copy is shown on them) and their mask camera
+# FP_MASK_BIT (nothing is shown on it), so the first-person mask is empty
+FP_BIT_BASE = 16
+FP_MASK_BIT = 29
+LEVEL_HIDE = 29  # level geometry is hidden from mask cameras
+
+RESOLVE_VERT = """#version 330
+uniform mat4 p3d_ModelViewProjectionMatrix;
+in vec4 p3d_Vertex;
+void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
+"""
+
+
+class RenderTargets:
+    """The GL context, the atlas, mask and resolve buffers, every sample's camera and the
+    resolve cards of one renderer (see the module docstring)."""
+
+    def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
+                 display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
+                 far: float = 4000.0, *, look: Look):
+        from panda3d.core import loadPrcFileData
+
+        loadPrcFileData("wmforge-render", f"""
+            window-type none
+            load-display {display}
+            audio-library-name null
+            model-cache-dir
+            textures-power-2 none
+            max-texture-dimension -1
+            compressed-textures 0
+            notify-level-display error
+            notify-level-glgsg error
+            sync-video 0
+        """)
+        from panda3d.core import (
+            FrameBufferProperties,
+            GraphicsEngine,
+            GraphicsPipe,
+            GraphicsPipeSelection,
+            NodePath,
+            Texture,
+            WindowProperties,
+        )
+
+        self.W, self.H, self.S, self.T = width, height, spatial, temporal
+        self.N = spatial * temporal
+        if self.N > 64:
+            raise ValueError(f"render: spatial x temporal = {self.N} samples; at most 64")
+        if temporal > FP_MASK_BIT - FP_BIT_BASE:
+            raise ValueError(f"render.temporal_samples is {temporal}; at most "
+                             f"{FP_MASK_BIT - FP_BIT_BASE} (one camera bit per sample)")
+        self.near, self.far = near, far
+        self.look = look
+        if self.look.shadow_pcf_taps not in (1, 2, 4, 8):
+            raise ValueError(f"render.shadow_pcf_taps is {self.look.shadow_pcf_taps}; "
+                             "expected 1, 2, 4 or 8")
+        if self.look.shading not in ("auto", "deferred", "forward"):
+            raise ValueError(f"render.shading is {self.look.shading!r}; expected "
+                             "auto|deferred|forward")
+        self.deferred = False  # decided once the GL context exists (_choose_shading)
+        if self.look.tone_map not in ("aces", "none"):
+            raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
+        self.engine = GraphicsEngine.getGlobalPtr()
+        pipe = GraphicsPipeSelection.getGlobalPtr().makeModulePipe(display)
+        if pipe is None:
+            raise RuntimeError(f"render: no graphics pipe from {display!r} (is EGL installed?)")
+        self.pipe = pipe
+        self.scene = NodePath("scene")
+        self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
+        ntiles = self.N * len(VIEWS)
+        rows = math.ceil(ntiles / self.tiles_per_row)
+        aw, ah = self.tiles_per_row * width, rows * height
+        if ah > 16384:
+            raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
+                             "atlas; use fewer samples or a smaller preset")
+
+        def fbp(depth: bool, hdr: bool = False, gbuffer: bool = False) -> Any:
+            p = FrameBufferProperties()
+            p.setRgbColor(True)
+            p.setFloatColor(hdr)
+            # linear light in packed 32-bit floats (R11G11B10F): half the bandwidth of RGBA16F
+            p.setRgbaBits(*((11, 11, 10, 0) if hdr else (8, 8, 8, 8)))
+            p.setDepthBits(24 if depth else 0)
+            if gbuffer:  # colour 0: emission; 1: base colour, metallic; 2: normal, rough, shadow
+                # (RGBA16F both: Panda3D gives an aux_rgba plane the colour's format, here one
+                # without alpha); depth as 32-bit float: positions are rebuilt from it
+                p.setAuxHrgba(2)
+                p.setFloatDepth(True)
+                p.setDepthBits(32)
+            return p
+
+        flags = GraphicsPipe.BF_refuse_window
+        # a tiny host buffer owns the GL context; the atlas is a float framebuffer object on it
+        # (EGL pbuffers offer no float formats)
+        self.host = self.engine.makeOutput(pipe, "host", -10, fbp(False),
+                                           WindowProperties.size(16, 16), flags, None, None)
+        if self.host is None:
+            raise RuntimeError("render: could not create an offscreen GL context")
+        self.shading = self._choose_shading()
+        self.deferred = self.shading == "deferred"
+        self.atlas = self.engine.makeOutput(
+            pipe, "atlas", 0, fbp(True, hdr=True, gbuffer=self.deferred),
+            WindowProperties.size(aw, ah),
+            flags | GraphicsPipe.BF_refuse_parasite, self.host.getGsg(), self.host)
+        if self.atlas is None:
+            raise RuntimeError(f"render: could not create a {aw}x{ah} float offscreen buffer")
+        self.gsg = self.atlas.getGsg()
+        self.atlas_tex = Texture("atlas")
+        self.atlas_tex.setFormat(Texture.F_r11_g11_b10)
+        self.atlas_tex.setComponentType(Texture.T_float)
+        self.atlas.addRenderTexture(self.atlas_tex, self.atlas.RTM_bind_or_copy,
+                                    self.atlas.RTP_color)
+        if self.deferred:
+            from .deferred import add_gbuffer
+
+            self.gbuf = add_gbuffer(self.atlas)
+        self.atlas.setClearColorActive(True)
+        self.out_tex = Texture("resolved")
+        self.resolve = self.engine.makeOutput(pipe, "resolve", 10, fbp(False),
+                                              WindowProperties.size(width * len(VIEWS), height),
+                                              flags, self.gsg, self.atlas)
+        self.resolve.addRenderTexture(self.out_tex, self.resolve.RTM_copy_ram,
+                                      self.resolve.RTP_color)
+        mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
+        self.mask_scale = mask_scale
+        self.mask_size = (mw, mh)
+        self.mask_tex = Texture("mask")
+        self.mask_buf = self.engine.makeOutput(pipe, "mask", 5, fbp(True),
+                                               WindowProperties.size(mw * len(VIEWS), mh),
+                                               flags, self.gsg, self.atlas)
+        self.mask_buf.addRenderTexture(self.mask_tex, self.mask_buf.RTM_copy_ram,
+                                       self.mask_buf.RTP_color)
+        self.mask_buf.setClearColor((0, 0, 0, 1))
+        self._build_cameras(aw, ah)
+        self._build_resolve(aw, ah)
+
+    def _choose_shading(self) -> str:
+        """``render.shading`` made concrete for this GL driver: auto is deferred where compute
+        shaders run on a GPU, forward on a software rasterizer (llvmpipe is ~17 % slower
+        deferred: it has no few-graphics-units bottleneck to escape) or without compute."""
+        self.engine.openWindows()
+        gsg = self.host.getGsg()
+        renderer = str(gsg.getDriverRenderer())
+        compute = bool(gsg.getSupportsComputeShaders())
+        if self.look.shading == "deferred" and not compute:
+            raise RuntimeError(f"render.shading is deferred but the GL driver ({renderer}) has "
+                               "no compute shaders (OpenGL 4.3); use auto or forward")
+        if self.look.shading != "auto":
+            return self.look.shading
+        soft = any(k in renderer.lower() for k in ("llvmpipe", "softpipe", "swrast"))
+        return "deferred" if compute and not soft else "forward"
+
+    def _lens(self) -> Any:
+        from panda3d.core import PerspectiveLens
+
+        lens = PerspectiveLens()
+        lens.setFilmSize(self.W, self.H)
+        lens.setNearFar(self.near, self.far)
+        return lens
+
+    def _build_cameras(self, aw: int, ah: int) -> None:
+        from panda3d.core import (
+            BitMask32,
+            Camera,
+            ColorAttrib,
+            LightAttrib,
+            MaterialAttrib,
+            RenderState,
+            ShaderAttrib,
+            TextureAttrib,
+        )
+
+        self.cams: dict[tuple[str, int, int], Any] = {}
+        self.tile_origin: dict[tuple[str, int], tuple[int, int]] = {}
+        for v, view in enumerate(VIEWS):
+            for t in range(self.T):
+                for s in range(self.S):
+                    k = t * self.S + s
+                    tile = v * self.N + k
+                    col, row = tile % self.tiles_per_row, tile // self.tiles_per_row
+                    x0, y0 = col * self.W, row * self.H
+                    self.tile_origin[(view, k)] = (x0, y0)
+                    dr = self.atlas.makeDisplayRegion(x0 / aw, (x0 + self.W) / aw,
+                                                      y0 / ah, (y0 + self.H) / ah)
+                    cam = Camera(f"{view}_{t}_{s}", self._lens())
+                    cam.setCameraMask(BitMask32.bit(FP_BIT_BASE + t if view == "fp" else t))
+                    np_ = self.scene.attachNewNode(cam)
+                    dr.setCamera(np_)
+                    self.cams[(view, t, s)] = np_
+        mw, mh = self.mask_size
+        state = RenderState.make(ColorAttrib.makeFlat((1, 1, 1, 1)), TextureAttrib.makeAllOff(),
+                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(),
+                                 ShaderAttrib.makeOff(), 100)
+        self.mask_cams: dict[str, Any] = {}
+        for v, view in enumerate(VIEWS):
+            dr = self.mask_buf.makeDisplayRegion(v / len(VIEWS), (v + 1) / len(VIEWS), 0, 1)
+            lens = self._lens()
+            cam = Camera(f"mask_{view}", lens)
+            cam.setCameraMask(BitMask32.bit(FP_MASK_BIT if view == "fp" else MASK_BIT))
+            cam.setInitialState(state)
+            np_ = self.scene.attachNewNode(cam)
+            dr.setCamera(np_)
+            self.mask_cams[view] = np_
+        del mw, mh
+
+    def _build_resolve(self, aw: int, ah: int) -> None:
+        from panda3d.core import (
+            Camera,
+            CardMaker,
+            NodePath,
+            OrthographicLens,
+            PTA_LVecBase2i,
+            Shader,
+        )
+
+        root = NodePath("resolve")
+        lens = OrthographicLens()
+        lens.setFilmSize(len(VIEWS), 1)
+        lens.setFilmOffset(len(VIEWS) / 2, 0.5)
+        lens.setNearFar(-10, 10)
+        cam = root.attachNewNode(Camera("resolve_cam", lens))
+        cam.setP(-90)  # look down -Z onto cards in the XY plane
+        dr = self.resolve.makeDisplayRegion()
+        dr.setCamera(cam)
+        from .pbr import RESOLVE_FRAG
+
+        shader = Shader.make(Shader.SL_GLSL, RESOLVE_VERT, RESOLVE_FRAG)
+        self.resolve_cards: list[Any] = []
+        for v, view in enumerate(VIEWS):
+            cm = CardMaker(f"card_{view}")
+            cm.setFrame(v, v + 1, 0, 1)
+            card = root.attachNewNode(cm.generate())
+            card.setP(-90)
+            card.setShader(shader)
+            card.setShaderInput("atlas", self.atlas_tex)
+            origins = PTA_LVecBase2i.emptyArray(64)
+            for k in range(self.N):
+                x0, y0 = self.tile_origin[(view, k)]
+                origins[k] = (x0, y0)
+            card.setShaderInput("origins", origins)
+            card.setShaderInput("nsamples", self.N)
+            card.setShaderInput("region", (v * self.W, 0))
+            card.setShaderInput("exposure", 1.0)
+            card.setShaderInput("tone_map", 1 if self.look.tone_map == "aces" else 0)
+            card.setShaderInput("meter", 0)
+            self.resolve_cards.append(card)
+        self.resolve_root = root
+        self.lighting: Any = None  # deferred.LightingPass when shading is deferred
+        if self.deferred:
+            from .deferred import LightingPass
+
+            self.lighting = LightingPass(self, aw, ah)
+
+    def set_exposure(self, multiplier: float) -> None:
+        """The linear exposure multiplier the resolve applies before the tone map."""
+        for card in self.resolve_cards:
+            card.setShaderInput("exposure", float(multiplier))
+
+    def set_meter(self, on: bool) -> None:
+        """Meter mode: the resolve writes each pixel's log2 luminance (8-bit codes over 24
+        stops) instead of the tone-mapped colour."""
+        for card in self.resolve_cards:
+            card.setShaderInput("meter", 1 if on else 0)
+
+    def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Draw one frame with the cameras as placed; colour (H, W, 3) and mask (h, w) per
+        view, read back from the resolve and mask buffers."""
+        if self.lighting is not None:
+            self.lighting.before_frame()
+        self.engine.renderFrame()
+        img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
+        mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
+        colors = {v: img[:, i * self.W:(i + 1) * self.W] for i, v in enumerate(VIEWS)}
+        mw = self.mask_size[0]
+        masks = {v: mask[:, i * mw:(i + 1) * mw, 0] > 127 for i, v in enumerate(VIEWS)}
+        return colors, masks
+
+    def close(self) -> None:
+        self.engine.removeAllWindows()
+
+
+def _ram(tex: Any, w: int, h: int) -> np.ndarray:
+    data = tex.getRamImageAs("RGB")
+    arr = np.frombuffer(memoryview(data), np.uint8)
+    if arr.size != w * h * 3:
+        raise RuntimeError(f"render: read back {arr.size} bytes, expected {w}x{h}x3")
+    # GL rows are bottom-up. No copy here: getRamImageAs("RGB") converts from Panda3D's BGR
+    # into a new buffer every frame, and each encoder makes its view contiguous itself
+    return arr.reshape(h, w, 3)[::-1]
