@@ -21,7 +21,7 @@ from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
 from .datasets.grounded_caption import grounded_captions
 from .datasets.samples import clip_frames
 from .parquet_io import write_parquet
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 COLUMNS = ["key", "level_id", "trajectory", "start_frame", "end_frame", "fps", "backend",
            "caption", *[f"caption_{v}" for v in VIEWS], "keyframes_json", "phrases_json"]

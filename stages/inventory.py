@@ -8,22 +8,21 @@ the heuristics; model files beside a ``character.json`` or under ``Characters/``
 or ``__ExternalActors__/`` folders are never level candidates), ``enabled``, a reason when
 disabled, sizes and counts, and the user's per-level overrides (``overrides.yaml`` at the
 library root). Characters — by their ``character.json`` sidecars or, without one, skinned models
-and their clips — are in ``stages.inventory_characters``; their files are never level candidates,
-and a pack holding only characters is a character pack (no level row).
+and their clips — are in ``stages.shared.inventory_characters``; their files are never level
+candidates, and a pack holding only characters is a character pack (no level row).
 
 Bad input never crashes the stage and is never read past the library root: unreadable or corrupt
 files, symlink loops, links pointing outside the root, names with ``..`` or non-UTF-8 bytes, and
-empty packs each become a row with a reason code.
+empty packs each become a row with a reason code (the walk itself is
+``stages.shared.library_walk``).
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,9 @@ from .config import ConfigError, InventoryConfig, load_params
 from .core.levels import classify_by_name, disabled_reason
 from .core.model_probe import ProbeError, model_format, probe_model, unreal_package_problem
 from .core.spawns import parse_starts
-from .inventory_characters import _Probes, characters_table, discover
 from .parquet_io import write_parquet
+from .shared.inventory_characters import _Probes, characters_table, discover
+from .shared.library_walk import Entry, group_by_pack, walk_library
 
 LEVEL_COLUMNS = [
     "level_id", "pack", "content_dir", "path", "format", "kind", "enabled", "reason", "detail",
@@ -46,83 +46,6 @@ LEVEL_COLUMNS = [
     "up_axis", "coordinate_system", "coordinate_system_source", "scale", "walk_speed",
     "exposure_compensation", "camera_scale", "override_note", "override_starts_json",
 ]
-
-
-@dataclass
-class Entry:
-    """One file found under the library root (or a problem found instead of a file)."""
-
-    rel: str  # path relative to the root, safe to print
-    path: Path | None  # None when the entry must not be read
-    problem: str | None = None
-    detail: str = ""
-
-
-def _safe_rel(root: Path, p: Path) -> str:
-    rel = os.path.relpath(p, root)
-    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _name_problem(name: str) -> tuple[str, str] | None:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "non_utf8_name", "file name is not valid UTF-8"
-    if ".." in name:
-        return "unsafe_name", "file name contains '..'"
-    return None
-
-
-def walk_library(root: Path) -> Iterator[Entry]:
-    """Yield every file below ``root``, following links only inside the root, each dir once."""
-    root = root.resolve()
-    seen: set[str] = set()
-
-    def walk(d: Path) -> Iterator[Entry]:
-        try:
-            real = os.path.realpath(d)
-            if real in seen:
-                return
-            seen.add(real)
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError as exc:
-            yield Entry(_safe_rel(root, d), None, "unreadable", f"cannot list folder: {exc}")
-            return
-        for e in entries:
-            p = Path(e.path)
-            rel = _safe_rel(root, p)
-            bad = _name_problem(e.name)
-            if bad:
-                yield Entry(rel, None, *bad)
-                continue
-            if e.is_symlink():
-                try:
-                    os.stat(p)
-                except OSError as exc:
-                    if exc.errno == errno.ELOOP:
-                        yield Entry(rel, None, "symlink_loop", "symbolic link loop")
-                    else:
-                        yield Entry(rel, None, "unreadable", f"dangling link: {exc.strerror}")
-                    continue
-                target = Path(os.path.realpath(p))
-                if target != root and root not in target.parents:
-                    yield Entry(rel, None, "link_outside_root",
-                                "symbolic link points outside the library root; not read")
-                    continue
-            try:
-                is_dir = e.is_dir()
-            except OSError as exc:
-                yield Entry(rel, None, "unreadable", str(exc))
-                continue
-            if is_dir:
-                yield from walk(p)
-            elif not e.is_file():
-                yield Entry(rel, None, "not_a_regular_file",
-                            "a FIFO, socket or device, not a file; not read")
-            else:
-                yield Entry(rel, p)
-
-    yield from walk(root)
 
 
 def _load_yaml(path: Path) -> dict:
@@ -232,17 +155,7 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
     overrides = overrides or {}
     entries = entries if entries is not None else list(walk_library(root))
     character_files = character_files or set()
-    by_pack: dict[str, list[Entry]] = {}
-    loose_root: list[Entry] = []
-    for e in entries:
-        parts = Path(e.rel).parts
-        if len(parts) == 1:
-            loose_root.append(e)
-        else:
-            by_pack.setdefault(parts[0], []).append(e)
-    for d in sorted(os.listdir(root)):
-        if (root / d).is_dir() and not (root / d).is_symlink() and d not in by_pack:
-            by_pack[d] = []
+    by_pack, loose_root = group_by_pack(root, entries)
     rows: list[dict] = []
     for e in loose_root:
         if e.problem:

@@ -11,7 +11,7 @@ import pandas as pd
 from .config import ConfigError
 from .datasets.clip_spans import ClipError, list_clips
 from .datasets.lerobot_v3 import export_lerobot
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 
 def main(argv: list[str] | None = None) -> int:

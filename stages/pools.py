@@ -18,7 +18,7 @@ import pandas as pd
 
 from .cluster.pool_plan import assign, pass_order, pool_levels
 from .parquet_io import write_parquet
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 COLUMNS = ["level_id", "node", "pass", "position"]
 

@@ -21,7 +21,7 @@ from .core.actions import ACTIONS, NON_FORWARD
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.grounded_caption import holds
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 PAPER_NON_FORWARD_SHARE = 0.466
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import clip_index
 from .parquet_io import write_parquet
 from .quality.scorers import ScorerError, luminance, make_scorer, sample_frames
-from .stage_args import stage_args
+from .shared.clip_runs import clip_render_config, run_clips
+from .shared.stage_args import stage_args
 
 COLUMNS = ["level_id", "clip", "view", "scorer", "aes", "lum_mean", "lum_min", "lum_max",
            "frames_sampled", "ok", "reason"]

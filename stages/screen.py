@@ -29,7 +29,6 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .clip_runs import clip_render_config, run_clips
 from .config import ConfigError, WmforgeConfig
 from .core.model_probe import normalize_coordinate_system
 from .datasets.clip_spans import clip_index
@@ -43,7 +42,8 @@ from .quality.renderability import (
     clip_reasons,
     level_verdict,
 )
-from .stage_args import stage_args
+from .shared.clip_runs import clip_render_config, run_clips
+from .shared.stage_args import stage_args
 
 CLIP_COLUMNS = ["level_id", "clip", "character_id", "stage1", "stage2", "frames",
                 "airborne_walk_share", "hover_gap_share", "median_gap_m", "penetration_share",

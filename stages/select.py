@@ -22,7 +22,7 @@ import pandas as pd
 
 from .config import SelectConfig
 from .parquet_io import write_parquet
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 COLUMNS = ["level_id", "verdict", "retained", "reason", "views", "views_passed", "pass_rate",
            "aes_mean", "lum_mean", "screen_reasons", "clips_failed", "failures"]

@@ -23,7 +23,7 @@ from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
 from .datasets.samples import clip_frames, dump_json, parquet_bytes, sample_json, view_video
 from .datasets.tar_shards import ShardWriter
 from .parquet_io import write_parquet
-from .stage_args import stage_args
+from .shared.stage_args import stage_args
 
 INDEX_COLUMNS = ["key", "shard", "level_id", "category", "trajectory", "character_id",
                  "start_frame", "frames", "duration_s", "fps", "width", "height", "bytes"]

@@ -3,6 +3,7 @@ stand-ins under tests/fakes/ have none."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,25 @@ def test_no_production_module_imports_a_stand_in() -> None:
     up = [ln for ln in r.stdout.splitlines() if not ln.startswith("tests.") and " -> " in ln
           and "tests." in ln.partition(" -> ")[2]]
     assert "stages.cluster.ray_executor -> " in r.stdout and not up, up
+
+
+def test_stages_have_no_import_cycle_and_the_helpers_below_them_import_no_stage() -> None:
+    """No cycle over stages/ (the simulate model and its figures share simulate/records.py);
+    nothing in stages/core or stages/shared reaches a stage module (one that dvc.yaml runs),
+    directly or through what it imports."""
+    r = graph("stages")
+    assert r.returncode == 0 and " 0 cycles" in r.stdout, r.stdout
+    edges = {m: set(rest.split(", ")) for m, _, rest in
+             (ln.partition(" -> ") for ln in r.stdout.splitlines() if " -> " in ln)}
+    stage_modules = set(re.findall(r"python -m (stages\.\w+)", (REPO / "dvc.yaml").read_text()))
+    assert {"stages.inventory", "stages.screen", "stages.render"} <= stage_modules
+    helpers = [m for m in edges if m.startswith(("stages.core", "stages.shared"))]
+    assert "stages.shared.library_walk" in helpers and "stages.core.gltf" in helpers
+    for start in helpers:
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            if m not in seen:
+                seen.add(m)
+                todo += [x for x in edges.get(m, ()) if x in edges]
+        assert not seen & stage_modules, (start, sorted(seen & stage_modules))

@@ -9,7 +9,8 @@ import pytest
 from stages.assetgen.levels import RECIPES
 from stages.config import InventoryConfig, SampleLibraryConfig
 from stages.inventory import main as inventory_main
-from stages.inventory import run_inventory, walk_library
+from stages.inventory import run_inventory
+from stages.shared.library_walk import walk_library
 
 CFG = InventoryConfig()
 UE_TAG = struct.pack("<I", 0x9E2A83C1)

@@ -14,21 +14,16 @@ import numpy as np
 import pytest
 
 from stages.core.actions import DIRECTIONS
-from stages.engine.clips import _read_gltf, read_gltf_clips
+from stages.core.gltf import read_accessor, read_gltf
+from stages.engine.clips import read_gltf_clips
 
 CHARS = "CharacterPack/Content/Characters"
 HUMANS = ("Alex", "Bea", "Cole")
 
 
 def _accessor(doc: dict, binary: bytes, i: int) -> np.ndarray:
-    """(count, components) array of a tightly packed accessor."""
-    acc = doc["accessors"][i]
-    view = doc["bufferViews"][acc["bufferView"]]
-    dtype = {5126: np.float32, 5123: np.uint16, 5125: np.uint32, 5121: np.uint8}[
-        acc["componentType"]]
-    n = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}[acc["type"]]
-    start = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
-    return np.frombuffer(binary, dtype, acc["count"] * n, start).reshape(acc["count"], n)
+    """(count, components) array of an accessor, as stored."""
+    return np.array(read_accessor(doc, binary, i))
 
 
 def _quat(q):  # (w, x, y, z) → 3x3
@@ -67,7 +62,7 @@ def _pose(doc, clip, t):
 
 def _load(lib: Path, name: str):
     path = lib / CHARS / name / f"{name}.glb"
-    doc, binary = _read_gltf(path)
+    doc, binary = read_gltf(path)
     manifest = json.loads((path.parent / "character.json").read_text())
     return path, doc, binary, manifest
 

@@ -8,7 +8,7 @@ import numpy as np
 from PIL import Image
 
 from stages.config import SampleLibraryConfig
-from stages.engine.clips import _read_gltf
+from stages.core.gltf import read_accessor, read_gltf
 
 LEVELS = {
     "AlpineMeadow": "NatureValley/NatureValley/Content/Maps/AlpineMeadow.glb",
@@ -30,16 +30,13 @@ def _image(doc, binary, tex_index: int) -> np.ndarray:
 
 
 def _positions(doc, binary, prim) -> np.ndarray:
-    acc = doc["accessors"][prim["attributes"]["POSITION"]]
-    view = doc["bufferViews"][acc["bufferView"]]
-    start = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
-    return np.frombuffer(binary, np.float32, acc["count"] * 3, start).reshape(-1, 3)
+    return np.array(read_accessor(doc, binary, prim["attributes"]["POSITION"]), np.float32)
 
 
 def test_level_surfaces_have_pbr_maps(sample_library):
     size = SampleLibraryConfig().texture_size
     for level, rel in LEVELS.items():
-        doc, binary = _read_gltf(sample_library / rel)
+        doc, binary = read_gltf(sample_library / rel)
         surfaces = [n for n in doc["nodes"] if "mesh" in n
                     and n["name"].startswith(SURFACES)]
         assert surfaces, level
@@ -74,7 +71,7 @@ def test_props_are_more_than_boxes(sample_library):
     so few do."""
     seen = set()
     for level, rel in LEVELS.items():
-        doc, binary = _read_gltf(sample_library / rel)
+        doc, binary = read_gltf(sample_library / rel)
         for node in doc["nodes"]:
             kind = node["name"].split("_")[0]
             if "mesh" not in node or kind not in ("Tree", "Rock", "Boulder", "Barrel", "Bin",

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import re
-import struct
 import zlib
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+from .gltf import GltfError, parse_glb, parse_gltf_json
 
 BAD_STRUCTURE = "bad_structure"  # wrong type, missing key, index out of range
 CYCLIC_NODES = "cyclic_nodes"  # a node is its own ancestor, or has two parents
@@ -229,7 +229,8 @@ def check_egg(data: bytes, base_dir: Path, root: Path) -> None:
 def check_model_file(path: Path, root: Path | None = None, max_bytes: int = 512_000_000
                      ) -> None:
     """The same checks on a file an engine is about to load (``root``: the folder its
-    references must stay in; default its own folder). Formats other than glTF/GLB/egg pass."""
+    references must stay in; default its own folder), once its GLB container or JSON has been
+    read by ``stages.core.gltf``. Formats other than glTF/GLB/egg pass."""
     root = root if root is not None else path.parent
     name = path.name.lower()
     if not name.endswith((".gltf", ".glb", ".egg", ".egg.pz")):
@@ -249,19 +250,12 @@ def check_model_file(path: Path, root: Path | None = None, max_bytes: int = 512_
         check_egg(data, path.parent, root)
         return
     bin_len = None
-    if name.endswith(".glb"):
-        if len(data) < 20 or data[:4] != b"glTF":
-            raise AssetInputError("corrupt_file", f"{path.name}: not a GLB file")
-        clen = struct.unpack_from("<I", data, 12)[0]
-        text = data[20:20 + clen]
-        off = 20 + clen
-        if off + 8 <= len(data):
-            blen = struct.unpack_from("<I", data, off)[0]
-            bin_len = min(blen, len(data) - off - 8)
-    else:
-        text = data
     try:
-        doc = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise AssetInputError("corrupt_file", f"{path.name}: JSON does not parse: {exc}") from None
+        if name.endswith(".glb"):
+            doc, binary = parse_glb(data)
+            bin_len = None if binary is None else len(binary)
+        else:
+            doc = parse_gltf_json(data)
+    except GltfError as exc:
+        raise AssetInputError(exc.reason, f"{path.name}: {exc.detail}") from None
     check_gltf(doc, bin_len, path.parent, root)

@@ -1,7 +1,8 @@
 """Read a model or level file's structure without an engine: format check, bounds, counts.
 
 Supported: glTF 2.0 (.glb, .gltf), Wavefront .obj, Panda3D .egg / .egg.pz, .bam (header only),
-Unreal .umap/.uasset (existence and package tag only). Standard library only.
+Unreal .umap/.uasset (existence and package tag only). glTF and GLB files are parsed by
+``stages.core.gltf``, whose reason codes become the probe's. Standard library only.
 
 Bounds are returned in the contract's world frame (right-handed, Z up, metres). A file's
 coordinate system is read, not guessed, exactly as the engine's loader reads it: glTF is Y-up by
@@ -13,7 +14,6 @@ in the engine alike (``effective_coordinate_system``).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .asset_guard import AssetInputError, check_egg, check_gltf
+from .gltf import GltfError, parse_glb, parse_gltf_json
 from .spawns import is_start_node
 
 LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
@@ -240,34 +241,6 @@ def correction_matrix(declared: str, effective: str) -> list[list[float]]:
     return [[sum(eff[k][r] * dec[k][c] for k in range(3)) for c in range(3)] for r in range(3)]
 
 
-def _parse_glb(data: bytes) -> tuple[dict, int]:
-    if len(data) < 20:
-        raise ProbeError("corrupt_file", f"glb is {len(data)} bytes, shorter than its header")
-    magic, version, length = struct.unpack_from("<4sII", data, 0)
-    if magic != b"glTF":
-        raise ProbeError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
-    if version != 2:
-        raise ProbeError("unsupported_format", f"glTF version {version}, expected 2")
-    if length != len(data):
-        raise ProbeError("corrupt_file", f"glb header says {length} bytes, file has {len(data)}")
-    clen, ctype = struct.unpack_from("<I4s", data, 12)
-    if ctype != b"JSON" or 20 + clen > len(data):
-        raise ProbeError("corrupt_file", "first glb chunk is not a complete JSON chunk")
-    try:
-        doc = json.loads(data[20 : 20 + clen].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProbeError("corrupt_file", f"glb JSON chunk does not parse: {exc}") from None
-    bin_len = 0
-    off = 20 + clen
-    if off + 8 <= len(data):
-        blen, btype = struct.unpack_from("<I4s", data, off)
-        if btype == b"BIN\x00":
-            if off + 8 + blen > len(data):
-                raise ProbeError("corrupt_file", "glb BIN chunk runs past the end of the file")
-            bin_len = blen
-    return doc, bin_len
-
-
 def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelProbe:
     if not isinstance(doc, dict) or "asset" not in doc:
         raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
@@ -461,13 +434,14 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
     cs, source = effective_coordinate_system(path, up_axis)
     if fmt in ("glb", "gltf"):
         bin_len: int | None = None
-        if fmt == "glb":
-            doc, bin_len = _parse_glb(data)
-        else:
-            try:
-                doc = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ProbeError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
+        try:
+            if fmt == "glb":
+                doc, binary = parse_glb(data)
+                bin_len = 0 if binary is None else len(binary)
+            else:
+                doc = parse_gltf_json(data)
+        except GltfError as exc:
+            raise ProbeError(exc.reason, exc.detail) from None
         if not isinstance(doc, dict) or "asset" not in doc:
             raise ProbeError("corrupt_file", "glTF JSON has no 'asset' object")
         try:

@@ -14,17 +14,14 @@ Two sources:
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.gltf import read_accessor, read_gltf
 from ..core.replay import slerp
-
-_COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4}
-_FMT = {5126: ("f", 4), 5123: ("H", 2), 5125: ("I", 4), 5121: ("B", 1)}
 
 
 @dataclass
@@ -55,39 +52,6 @@ class Clip:
     channels: list[Channel]
 
 
-def _read_gltf(path: Path) -> tuple[dict, bytes]:
-    data = path.read_bytes()
-    if path.suffix.lower() == ".glb":
-        if data[:4] != b"glTF":
-            raise ValueError(f"{path}: not a glb file")
-        off, doc, binary = 12, None, b""
-        while off < len(data):
-            length, kind = struct.unpack_from("<II", data, off)
-            chunk = data[off + 8: off + 8 + length]
-            if kind == 0x4E4F534A:
-                doc = json.loads(chunk)
-            elif kind == 0x004E4942:
-                binary = chunk
-            off += 8 + length
-        if doc is None:
-            raise ValueError(f"{path}: glb without a JSON chunk")
-        return doc, binary
-    doc = json.loads(data)
-    buf = doc.get("buffers", [{}])[0].get("uri")
-    return doc, (path.parent / buf).read_bytes() if buf else b""
-
-
-def _accessor(doc: dict, binary: bytes, i: int) -> list[tuple[float, ...]]:
-    acc = doc["accessors"][i]
-    view = doc["bufferViews"][acc["bufferView"]]
-    fmt, size = _FMT[acc["componentType"]]
-    n = _COMPONENTS[acc["type"]]
-    stride = view.get("byteStride") or size * n
-    base = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
-    return [struct.unpack_from("<" + fmt * n, binary, base + k * stride)
-            for k in range(acc["count"])]
-
-
 def _to_z_up(path: str, v: tuple[float, ...]) -> tuple[float, ...]:
     if path == "translation":
         return (v[0], -v[2], v[1])
@@ -101,7 +65,7 @@ def read_gltf_clips(path: str | Path, problems: list[str] | None = None) -> dict
     """All node-animation clips of a glTF/glb file, keyed by name. Channels that point at a
     missing node or accessor are skipped and described in ``problems``."""
     p = Path(path)
-    doc, binary = _read_gltf(p)
+    doc, binary = read_gltf(p)
     nodes = doc.get("nodes", [])
     clips = {}
     for k, anim in enumerate(doc.get("animations", [])):
@@ -112,8 +76,9 @@ def read_gltf_clips(path: str | Path, problems: list[str] | None = None) -> dict
                 continue
             try:
                 smp = anim["samplers"][ch["sampler"]]
-                times = [t[0] for t in _accessor(doc, binary, smp["input"])]
-                vals = [_to_z_up(tgt["path"], v) for v in _accessor(doc, binary, smp["output"])]
+                times = [t[0] for t in read_accessor(doc, binary, smp["input"])]
+                vals = [_to_z_up(tgt["path"], v)
+                        for v in read_accessor(doc, binary, smp["output"])]
                 name = nodes[tgt["node"]].get("name", f"node{tgt['node']}")
             except (IndexError, KeyError, struct.error) as exc:
                 if problems is not None:

@@ -309,10 +309,10 @@ def load_level_lighting(path: str) -> dict:
     """The wmforge lighting preset a sample level carries in its glTF scene extras."""
     if not path.lower().endswith((".glb", ".gltf")):
         return {}
-    from .clips import _read_gltf
+    from ..core.gltf import read_gltf
 
     try:
-        doc, _ = _read_gltf(Path(path))
+        doc, _ = read_gltf(Path(path))
     except (OSError, ValueError):
         return {}
     scenes = doc.get("scenes") or [{}]

@@ -1,6 +1,7 @@
 """The one-machine cluster of docs/cluster.md, command by command, with the real engine:
-`wmforge cluster up --head --local-nodes 3`, a second `up` refused, `run` (Stage I + II of three levels over three
-Ray nodes at a tiny preset, videos to SeaweedFS), `status`, `health`, `down`."""
+`wmforge cluster up --head --local-nodes 3`, a second `up` refused, `run` (Stage I + II of
+three levels over three Ray nodes at a tiny preset, videos to SeaweedFS), `status`, `health`,
+`down`."""
 
 from __future__ import annotations
 

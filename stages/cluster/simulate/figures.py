@@ -3,33 +3,28 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .model import ClusterSim
-
-HOUR = 3600.0
+from .records import HOUR, RunRecord
 
 
 def _r(x: float, nd: int = 3) -> float:
     return round(float(x), nd)
 
 
-def figures(sim: ClusterSim) -> dict:
-    c, st, prof = sim.cfg, sim.stats, sim.prof
+def figures(run: RunRecord) -> dict:
+    c, st, prof = run.cfg, run.stats, run.prof
     lo, hi = st.window
     win_h = (hi - lo) / HOUR
-    slot_total = c.nodes * sim.slots * (hi - lo)
+    slot_total = c.nodes * run.slots * (hi - lo)
     shares = {k: v / slot_total for k, v in st.slot_s.items()}
     shares["idle"] = max(0.0, 1.0 - sum(shares.values()))
-    gpus = list({id(g): g for n in sim.nodes for g in n.gpus}.values())
-    busy = sum(g.busy_s for g in gpus) / (len(gpus) * (hi - lo))
+    busy = sum(run.gpu_busy_s) / (len(run.gpu_busy_s) * (hi - lo))
     mb = prof.output_mb_per_five_view_min
-    fails = sim.failures
+    fails = run.failures
     rec = [f.recovered_at_s - f.at_s for f in fails if f.recovered_at_s >= 0]
     out = {
         "prediction": True,
-        "scheduler": c.scheduler, "profile": prof.name, "slots_per_gpu": sim.slots_per_gpu,
+        "scheduler": c.scheduler, "profile": prof.name, "slots_per_gpu": run.slots_per_gpu,
         "window_h": _r(win_h),
         "five_view_min_per_node_hour": _r(st.minutes / (c.nodes * win_h)),
         "five_view_min_per_gpu_hour": _r(st.minutes / (c.nodes * c.gpus_per_node * win_h)),
@@ -42,13 +37,13 @@ def figures(sim: ClusterSim) -> dict:
         "cold_load_share": _r(st.cold_loads / st.loads if st.loads else 0.0, 4),
         "loads": st.loads, "cold_loads": st.cold_loads,
         "trajectories_failed": st.trajectories_failed,
-        "duplicate_units": sim.sched.duplicates,
+        "duplicate_units": run.duplicate_units,
         "upload_backlog_gb_high_per_node": {
-            "max": _r(max(n.backlog_high_mb for n in sim.nodes) / 1000),
-            "mean": _r(sum(n.backlog_high_mb for n in sim.nodes) / len(sim.nodes) / 1000)},
+            "max": _r(max(run.backlog_high_mb) / 1000),
+            "mean": _r(sum(run.backlog_high_mb) / len(run.backlog_high_mb) / 1000)},
         "disk_drains": st.disk_drains,
-        "upload_backlog_gb_end": _r(sum(n.backlog_mb for n in sim.nodes) / 1000),
-        "delivered_five_view_min": _r(sum(n.uploaded_mb for n in sim.nodes) / mb, 1),
+        "upload_backlog_gb_end": _r(sum(run.backlog_mb) / 1000),
+        "delivered_five_view_min": _r(sum(run.uploaded_mb) / mb, 1),
         "failures": {
             "count": {k: sum(f.kind == k for f in fails) for k in ("node_loss", "gpu_lost")},
             "slot_h_lost_mean": _r(sum(f.slot_s_lost for f in fails) / len(fails) / HOUR

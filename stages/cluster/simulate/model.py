@@ -7,52 +7,18 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
 from .config import SimConfig
+from .figures import figures
 from .gpu_share import SharedGPU
 from .profiles import CostProfile, profile
+from .records import HOUR, WEEK, Failure, RunRecord, Stats
 from .schedulers import Grant, PoolLeases, UniformLeases
 
 Proc = Generator[Any, Any, None]  # a SimPy process
-
-HOUR = 3600.0
-WEEK = 168 * HOUR
-
-
-@dataclass
-class Failure:
-    kind: str  # node_loss | gpu_lost
-    node: str
-    at_s: float
-    units_in_flight: int = 0
-    slot_s_lost: float = 0.0  # slot time since each slot's last finished trajectory
-    backlog_min_lost: float = 0.0  # finished five-view minutes not yet uploaded (lost disk)
-    levels_moved: int = 0
-    recovered_at_s: float = -1.0  # every unit it had in flight completed again elsewhere
-    _pending: set = field(default_factory=set, repr=False)
-
-
-@dataclass
-class Stats:
-    window: tuple[float, float]
-    minutes: float = 0.0  # five-view minutes completed inside the window
-    units: int = 0
-    trajectories_failed: int = 0
-    loads: int = 0
-    cold_loads: int = 0
-    disk_drains: int = 0  # nodes drained because their disk filled (uploads lagging)
-    slot_s: dict[str, float] = field(default_factory=lambda: {
-        "render": 0.0, "load": 0.0, "stage1": 0.0, "stalled": 0.0, "down": 0.0})
-    completions: list[tuple[float, str, int]] = field(default_factory=list)  # (t, node, traj)
-
-    def add(self, kind: str, a: float, b: float, times: int = 1) -> None:
-        lo, hi = self.window
-        self.slot_s[kind] += times * max(0.0, min(b, hi) - max(a, lo))
-
 
 class LevelCache:
     """Levels a node has loaded (least recently used evicted at ``size``)."""
@@ -399,6 +365,11 @@ class ClusterSim:
         return self.figures()
 
     def figures(self) -> dict:
-        from .figures import figures
-
-        return figures(self)
+        gpus = {id(g): g for n in self.nodes for g in n.gpus}.values()  # a host's shared once
+        return figures(RunRecord(
+            cfg=self.cfg, prof=self.prof, stats=self.stats, failures=self.failures,
+            slots=self.slots, slots_per_gpu=self.slots_per_gpu,
+            duplicate_units=self.sched.duplicates, gpu_busy_s=[g.busy_s for g in gpus],
+            backlog_high_mb=[n.backlog_high_mb for n in self.nodes],
+            backlog_mb=[n.backlog_mb for n in self.nodes],
+            uploaded_mb=[n.uploaded_mb for n in self.nodes]))

@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 
-from .config import InventoryConfig
-from .core.actions import ACTIONS, resolve_animation_map
-from .core.character_guess import guess_forward, guess_kind, guess_units, map_clips
-from .core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
-from .core.model_probe import (
+from ..config import InventoryConfig
+from ..core.actions import ACTIONS, resolve_animation_map
+from ..core.character_guess import guess_forward, guess_kind, guess_units, map_clips
+from ..core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
+from ..core.model_probe import (
     ModelProbe,
     ProbeError,
     model_format,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .config import ConfigError, WmforgeConfig, load_params
+from ..config import ConfigError, WmforgeConfig, load_params
 
 
 def stage_args(prog: str, doc: str | None, argv: list[str] | None, paths: dict[str, str]

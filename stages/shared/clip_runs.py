@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .cluster.lifecycle import make_trajectories, render_trajectories
-from .cluster.lifetimes import under_dvc
-from .config import RenderConfig, WmforgeConfig
+from ..cluster.lifecycle import make_trajectories, render_trajectories
+from ..cluster.lifetimes import under_dvc
+from ..config import RenderConfig, WmforgeConfig
 
 
 def clip_render_config(cfg: WmforgeConfig, preset: str, width: int, height: int,

@@ -1,0 +1,104 @@
+"""The one glTF 2.0 reader: a GLB's JSON and BIN chunks, a .gltf file's JSON, and the values of
+an accessor. Standard library only.
+
+The GLB container is checked before anything is trusted (magic, version 2, the header's length
+against the file's, a complete JSON chunk first, a BIN chunk inside the file); a file that fails
+is a :class:`GltfError` with a short reason code for an inventory row (``corrupt_file``,
+``unsupported_format``) and a detail saying what was expected. What the JSON may reference
+(buffer and image URIs, index ranges) is ``stages.core.asset_guard``'s to check.
+
+:func:`read_gltf` also reads a .gltf file's first buffer from the file its ``uri`` names, beside
+the .gltf. A data: URI is not decoded here: it reads as a missing file, an OSError (``asset_guard``
+checks data: URIs, the engine's loader decodes them).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+GLB_MAGIC = b"glTF"
+JSON_CHUNK = b"JSON"
+BIN_CHUNK = b"BIN\x00"
+GLB_HEADER_BYTES = 20  # 12-byte file header + the JSON chunk's 8-byte header
+
+# accessor type → components; componentType → (struct code, bytes). MAT2 and MAT3 of 1- and
+# 2-byte components pad each column to 4 bytes; of the matrices only MAT4 (never padded) is read.
+COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
+COMPONENT_FORMATS = {5126: ("f", 4), 5123: ("H", 2), 5125: ("I", 4), 5121: ("B", 1)}
+
+
+class GltfError(ValueError):
+    """A glTF/GLB file that cannot be read; ``reason`` is a short reason code for a row."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def parse_glb(data: bytes) -> tuple[Any, memoryview | None]:
+    """(the JSON chunk's document, the BIN chunk or None when there is none) of a GLB file's
+    bytes; GltfError when the container is not a complete GLB 2.0 file."""
+    if len(data) < GLB_HEADER_BYTES:
+        raise GltfError("corrupt_file", f"glb is {len(data)} bytes, shorter than its header")
+    magic, version, length = struct.unpack_from("<4sII", data, 0)
+    if magic != GLB_MAGIC:
+        raise GltfError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
+    if version != 2:
+        raise GltfError("unsupported_format", f"glTF version {version}, expected 2")
+    if length != len(data):
+        raise GltfError("corrupt_file", f"glb header says {length} bytes, file has {len(data)}")
+    clen, ctype = struct.unpack_from("<I4s", data, 12)
+    if ctype != JSON_CHUNK or GLB_HEADER_BYTES + clen > len(data):
+        raise GltfError("corrupt_file", "first glb chunk is not a complete JSON chunk")
+    try:
+        doc = json.loads(data[GLB_HEADER_BYTES:GLB_HEADER_BYTES + clen].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GltfError("corrupt_file", f"glb JSON chunk does not parse: {exc}") from None
+    binary = None
+    off = GLB_HEADER_BYTES + clen
+    if off + 8 <= len(data):
+        blen, btype = struct.unpack_from("<I4s", data, off)
+        if btype == BIN_CHUNK:
+            if off + 8 + blen > len(data):
+                raise GltfError("corrupt_file", "glb BIN chunk runs past the end of the file")
+            binary = memoryview(data)[off + 8:off + 8 + blen]
+    return doc, binary
+
+
+def parse_gltf_json(data: bytes) -> Any:
+    """The document of a .gltf file's bytes (UTF-8 JSON); GltfError when it does not parse."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GltfError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
+
+
+def read_gltf(path: Path) -> tuple[dict, bytes]:
+    """(document, binary) of a .glb (its BIN chunk; empty when none) or a .gltf file (the file
+    its first buffer's ``uri`` names, beside it; empty when there is no uri). GltfError for a
+    file that does not parse, OSError for one that cannot be read."""
+    data = path.read_bytes()
+    if path.suffix.lower() == ".glb":
+        doc, binary = parse_glb(data)
+        return doc, b"" if binary is None else bytes(binary)
+    doc = parse_gltf_json(data)
+    buf = doc.get("buffers", [{}])[0].get("uri")
+    return doc, (path.parent / buf).read_bytes() if buf else b""
+
+
+def read_accessor(doc: dict, binary: bytes, i: int) -> list[tuple[float, ...]]:
+    """Accessor ``i``'s elements (one tuple of components each, as stored: no normalisation),
+    read from ``binary`` through its buffer view's offset and stride. A missing key or index
+    raises KeyError / IndexError, a view past the end of ``binary`` struct.error."""
+    acc = doc["accessors"][i]
+    view = doc["bufferViews"][acc["bufferView"]]
+    fmt, size = COMPONENT_FORMATS[acc["componentType"]]
+    n = COMPONENTS[acc["type"]]
+    stride = view.get("byteStride") or size * n
+    base = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
+    return [struct.unpack_from("<" + fmt * n, binary, base + k * stride)
+            for k in range(acc["count"])]
