@@ -32,6 +32,18 @@ def is_render_only(np_: Any) -> bool:
     return bool(np_.getNetTag("collision") == "none")
 
 
+# Panda3D settings every embedded engine process runs with, for the same bytes in every process.
+# ``uniquify-matrix 0``: by default Panda3D looks each new matrix transform (``setMat``: every
+# camera, every sample) up in its TransformState cache with a tolerant comparison (components
+# within 1e-6) and hands back an older, nearly equal state if one is still cached. Whether it
+# is still cached depends on the cache's garbage collection, which walks tables keyed by
+# pointers, so on the heap layout of the process, which thread timing under CPU load changes.
+# A camera one ulp off moves a triangle edge across a sample now and then: one pixel of one
+# view, 3 levels off, in about one loaded render in five (docs/known-issues.md). With it off,
+# every matrix is used as computed.
+DETERMINISTIC_PRC = "uniquify-matrix 0"
+
+
 def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> None:
     from panda3d.core import loadPrcFileData
 
@@ -42,6 +54,7 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
         model-cache-dir
         notify-level-device fatal
         notify-level-display error
+        {DETERMINISTIC_PRC}
     """)
 
 

@@ -44,6 +44,8 @@ class RenderTargets:
                  far: float = 4000.0, *, look: Look):
         from panda3d.core import loadPrcFileData
 
+        from .models import DETERMINISTIC_PRC
+
         loadPrcFileData("wmforge-render", f"""
             window-type none
             load-display {display}
@@ -55,6 +57,7 @@ class RenderTargets:
             notify-level-display error
             notify-level-glgsg error
             sync-video 0
+            {DETERMINISTIC_PRC}
         """)
         from panda3d.core import (
             FrameBufferProperties,
