@@ -85,6 +85,21 @@ class MovieSceneTimeUnit:
     DISPLAY_RATE = _Enum("DISPLAY_RATE")
 
 
+class CameraFocusMethod:
+    DO_NOT_OVERRIDE = _Enum("DO_NOT_OVERRIDE")
+    MANUAL = _Enum("MANUAL")
+    TRACKING = _Enum("TRACKING")
+    DISABLE = _Enum("DISABLE")
+
+
+class AntiAliasingMethod:
+    AAM_NONE = _Enum("AAM_NONE")
+    AAM_FXAA = _Enum("AAM_FXAA")
+    AAM_TEMPORAL_AA = _Enum("AAM_TEMPORAL_AA")
+    AAM_MSAA = _Enum("AAM_MSAA")
+    AAM_TSR = _Enum("AAM_TSR")
+
+
 class HitResult:
     def __init__(self, *fields: Any):
         self._f = fields

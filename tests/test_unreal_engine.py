@@ -1,0 +1,246 @@
+"""Issue 29: the editor scripts on a fake that behaves like Unreal where they depend on it —
+the SkeletalMeshActor's root component is its mesh and a transform track overwrites it every
+frame; MRQ renders every camera of a job from one world state and evaluates the keys at each
+temporal sample (no Euler wrap); Slate's tick gets wall-clock time; saved assets outlive the
+editor; PIE brings the level's GameMode pawn."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from stages.config import UnrealConfig
+from stages.core.cameras import look_rotation
+from stages.core.progress import COMPLETE, read_progress
+from stages.core.trajectory import VIEWS
+from tests.fakes.unreal import namespace as fu
+from tests.test_unreal_fake import (  # noqa: F401 - stage1 is the module's fixture
+    KEY,
+    MAP,
+    SCRIPTS,
+    new_editor,
+    stage1,
+    stage1_spec,
+)
+
+TURN_START, TURN_RATE = 150.0, 3.0  # yaw of frame k: 150 + 3k degrees (crosses 180 at k = 10)
+
+
+def turning_copy(src: Path, dst: Path) -> Path:
+    """A copy of a recorded trajectory whose character and cameras keep turning left, so that
+    their Unreal yaw crosses ±180° (the wrap of Rotator yaw)."""
+    shutil.copytree(src, dst)
+    fr = pd.read_parquet(dst / "frames.parquet")
+    fr["yaw_deg"] = [(TURN_START + TURN_RATE * k) % 360.0 for k in fr["frame"]]
+    fr.to_parquet(dst / "frames.parquet")
+    cams = pd.read_parquet(dst / "cameras.parquet")
+    rots = []
+    for k in cams["frame"]:
+        a = math.radians(TURN_START + TURN_RATE * k)
+        rots.append(look_rotation((math.cos(a), math.sin(a), -0.3)))
+    for i, c in enumerate(("rot_w", "rot_x", "rot_y", "rot_z")):
+        cams[c] = [q[i] for q in rots]
+    cams.to_parquet(dst / "cameras.parquet")
+    return dst
+
+
+def instance(root: Path, trajs: list[Path], temporal: int = 2) -> tuple[Path, dict]:
+    from stages.cluster.keys import render_settings
+    from tests.conftest import small_render_cfg
+
+    inst = root / "inst_e"
+    inst.mkdir()
+    rcfg = small_render_cfg(width=32, height=18, spatial_samples=1, temporal_samples=temporal,
+                            warmup_frames=3)
+    jobs = [{"name": t.name, "traj_dir": str(t), "key": KEY} for t in trajs]
+    spec = {"level_id": "test/course", "settings": render_settings(rcfg, 30).as_dict(),
+            "jobs": jobs, "unreal": asdict(UnrealConfig()), "ue_map": MAP,
+            "map_on_command_line": True}
+    (inst / "instance.json").write_text(json.dumps(spec))
+    return inst, spec
+
+
+@pytest.fixture(scope="module")
+def turning(stage1, tmp_path_factory):  # noqa: F811 - the imported fixture
+    root = tmp_path_factory.mktemp("ue_turn")
+    trajs = [turning_copy(stage1["out"] / n, root / "traj" / n)
+             for n in sorted(read_progress(stage1["folder"]))]
+    inst, spec = instance(root, trajs)
+    ed = new_editor(stage1["course"])
+    rc = ed.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")}, MAP)
+    return {"ed": ed, "inst": inst, "spec": spec, "rc": rc, "trajs": trajs}
+
+
+def _wrap(a: float) -> float:
+    return (a + 180.0) % 360.0 - 180.0
+
+
+def samples(ed, name: str) -> list[dict]:
+    """The world states MRQ rendered for trajectory ``name`` (all its jobs), in time order."""
+    return [s for s in ed.world_states if s["kind"] == "sample"
+            and s["job"].split(":")[0] == name]
+
+
+def test_stage2_character_stands_on_its_feet_and_faces_with_the_yaw_correction(turning):
+    """Defect 1: the mesh offset and the yaw correction set on the SkeletalMeshActor's root
+    component are overwritten by the transform track; the character floated by the capsule's
+    half-height and lost the model's yaw correction. What MRQ rendered must put the feet on
+    the recorded position and turn the model by recorded yaw + correction."""
+    assert turning["rc"] == 0, turning["ed"].log_lines[-5:]
+    ed = turning["ed"]
+    for t in turning["trajs"]:
+        fr = pd.read_parquet(t / "frames.parquet")
+        corr = float(json.loads((t / "meta.json").read_text())["character"]
+                     ["yaw_correction_deg"] or 0.0)
+        got = [s for s in samples(ed, t.name) if s["sub"] == 0]
+        assert got and all(len(s["characters"]) == 1 for s in got)
+        for s in got:
+            row = fr.iloc[s["frame"]]
+            (c,) = s["characters"]
+            assert c["feet"] == pytest.approx((row.pos_x, row.pos_y, row.pos_z), abs=1e-6), \
+                f"{t.name} frame {s['frame']}: feet {c['feet']}"
+            want_ue_yaw = -(row.yaw_deg + corr)
+            assert _wrap(c["yaw_ue"] - want_ue_yaw) == pytest.approx(0.0, abs=1e-6), \
+                f"{t.name} frame {s['frame']}: yaw {c['yaw_ue']} vs {want_ue_yaw}"
+            assert (c["roll_ue"], c["pitch_ue"]) == (0.0, 0.0)
+
+
+def test_stage2_first_person_view_is_free_of_the_body(turning):
+    """Defect 2: MRQ renders every camera of a job from one world state; the fp camera sits
+    inside the head. The fp view must show no body pixel in any frame while the other views
+    see the character."""
+    ed = turning["ed"]
+    pics = [p for p in ed.world_states if p["kind"] == "picture"]
+    n = sum(len(pd.read_parquet(t / "frames.parquet")) for t in turning["trajs"])
+    fp = [p for p in pics if p["camera"] == "fp"]
+    back = [p for p in pics if p["camera"] == "back"]
+    assert len(fp) == n and len(back) == n  # every frame of every view rendered once
+    assert [p for p in fp if p["character_pixels"]] == []
+    assert sum(p["character_pixels"] > 0 for p in back) >= n // 2
+    # while fp renders, the body is still there (shadow, reflections): only out of the
+    # main pass, and moving with its keys
+    fp_jobs = {p["job"] for p in fp}
+    fp_samples = [s for s in ed.world_states if s["kind"] == "sample" and s["job"] in fp_jobs]
+    assert fp_samples and all(len(s["characters"]) == 1 and not s["characters"][0]["main_pass"]
+                              for s in fp_samples)
+    frames_dir = turning["inst"] / "frames"
+    for t in turning["trajs"]:
+        assert all(len(list((frames_dir / t.name / v).glob("*.png")))
+                   == len(pd.read_parquet(t / "frames.parquet")) for v in VIEWS)
+
+
+def test_stage2_rotations_do_not_spin_between_keys(turning):
+    """Defect 3: Rotator yaw wraps at ±180° and Sequencer interpolates the channel linearly:
+    with temporal samples, a sub-frame between 179° and -179° is 0°. Every temporal sample of
+    the turning character and cameras must be within a few degrees of the previous one."""
+    ed = turning["ed"]
+    aa_samples = 2
+    for t in turning["trajs"]:
+        by_job: dict[str, list[dict]] = {}
+        for s in samples(ed, t.name):
+            by_job.setdefault(s["job"], []).append(s)
+        assert by_job
+        for job, ss in by_job.items():
+            assert {s["sub"] for s in ss} == set(range(aa_samples))
+            ss.sort(key=lambda s: s["t"])
+            series = {"character": [s["characters"][0]["yaw_ue"] for s in ss]}
+            for cam in ss[0]["cameras"]:
+                series[f"{cam} yaw"] = [s["cameras"][cam][2] for s in ss]
+                series[f"{cam} roll"] = [s["cameras"][cam][0] for s in ss]
+            for what, ys in series.items():
+                steps = [abs(b - a) for a, b in zip(ys, ys[1:], strict=False)]
+                assert max(steps) < 4 * TURN_RATE / aa_samples + 1e-6, \
+                    f"{job} {what}: a sub-frame step of {max(steps):.1f} degrees"
+
+
+def test_stage2_sets_the_look_of_the_embedded_views(turning):
+    """Defect 8: no depth of field (a CineCamera's default focus blurs a character 2-5 m away),
+    warm-up frames rendered so Lumen / shadows / exposure settle, and MRQ's own samples are
+    the anti-aliasing (no TSR stacked on them)."""
+    ed = turning["ed"]
+    assert ed.renders
+    for jobs, _ex in ed.renders:
+        for mj in jobs:
+            aa = mj.config.settings[fu.MoviePipelineAntiAliasingSetting]
+            assert aa.override_anti_aliasing and aa.anti_aliasing_method is \
+                fu.AntiAliasingMethod.AAM_NONE
+            assert aa.engine_warm_up_count >= 8 and aa.render_warm_up_frames
+            assert aa.render_warm_up_count >= 3
+    cams = [a for a in ed.destroyed_actors if isinstance(a, fu.CineCameraActor)]
+    assert len(cams) == len(VIEWS) * len(turning["trajs"])
+    for c in cams:
+        assert c.get_cine_camera_component().focus_settings.focus_method is \
+            fu.CameraFocusMethod.DISABLE
+
+
+def test_a_retry_replaces_the_sequence_a_crashed_editor_left_on_disk(stage1, tmp_path):  # noqa: F811
+    """Defect 9: a crashed job leaves its saved sequence asset; create_asset then returns None.
+    The retry (a fresh editor on the same project) must still render every trajectory."""
+    trajs = [stage1["out"] / n for n in sorted(read_progress(stage1["folder"]))]
+    inst, spec = instance(tmp_path, trajs, temporal=1)
+    disk: dict = {}
+    ed1 = new_editor(stage1["course"], disk=disk, crash_after_jobs=0)
+    assert ed1.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")},
+                   MAP) == 139
+    assert disk, "the crashed editor left its saved sequence in the project"
+    (inst / "rendered.jsonl").unlink(missing_ok=True)
+    ed2 = new_editor(stage1["course"], disk=disk)
+    assert ed2.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")},
+                   MAP) == 0
+    rows = [json.loads(x) for x in (inst / "rendered.jsonl").read_text().splitlines()]
+    assert [(r["trajectory"], r["ok"]) for r in rows] == [(t.name, True) for t in trajs], rows
+    assert not disk, "the retry cleaned up after itself"
+
+
+# ---------------------------------------------------------------- Stage I
+
+
+def run_stage1(stage1, tmp_path, **editor_kw):  # noqa: F811
+    folder = tmp_path / "inst"
+    folder.mkdir(parents=True)
+    spec = stage1_spec(folder, tmp_path / "traj", stage1["course"])
+    spec["indices"] = spec["indices"][:1]
+    (folder / "spec.json").write_text(json.dumps(spec))
+    ed = new_editor(stage1["course"], **editor_kw)
+    ed.watch_files = [Path(spec["heartbeat"])]
+    rc = ed.run(SCRIPTS / "stage1_pie.py", {"WMFORGE_SPEC": str(folder / "spec.json")}, MAP)
+    return ed, folder, rc
+
+
+def test_fixed_step_is_read_from_the_world_not_from_slate(stage1, tmp_path):  # noqa: F811
+    """Defect 7: Slate's post-tick gets wall-clock time, so reading it warns spuriously and
+    cannot see a missing -UseFixedTimeStep. The world's delta seconds can: with the fixed step
+    no warning; without it, the run fails with a reason naming the flag."""
+    ed, folder, rc = run_stage1(stage1, tmp_path)
+    assert rc == 0 and (folder / COMPLETE).exists()
+    assert not [x for x in ed.log_lines if "frame step" in x or "fixed step" in x.lower()]
+    ed2, folder2, rc2 = run_stage1(stage1, tmp_path / "b", fixed_step=False)
+    assert rc2 == 0 and not (folder2 / COMPLETE).exists()
+    rows = [json.loads(x) for x in (folder2 / "failures.jsonl").read_text().splitlines()]
+    assert rows[0]["reason"] == "fixed_step_missing" and "-UseFixedTimeStep" in rows[0]["detail"]
+    assert not read_progress(folder2)
+
+
+def test_pie_removes_the_game_mode_pawn_before_spawning(stage1, tmp_path):  # noqa: F811
+    """Defect 11: PIE keeps the level's GameMode, whose DefaultPawn sits on the first
+    PlayerStart (where the controller may spawn the character). Only our character may be a
+    pawn in the PIE world while Stage I runs."""
+    ed, folder, rc = run_stage1(stage1, tmp_path)
+    assert rc == 0
+    assert any(isinstance(a, fu.DefaultPawn) for a in ed.destroyed_actors)
+    assert ed.pawns_at_first_spawn == ["Character"]
+
+
+def test_stage1_heartbeat_is_written_before_the_run_phase(stage1, tmp_path):  # noqa: F811
+    """Defect 6 (script side): the heartbeat the node runner watches is written in every phase,
+    also while the editor loads the map and waits for PIE."""
+    ed, folder, rc = run_stage1(stage1, tmp_path)
+    assert rc == 0
+    beats = [(f, in_pie) for f, name, in_pie in ed.file_changes if name == "heartbeat"]
+    assert beats and not beats[0][1], f"first heartbeat only in PIE: {beats[:3]}"
