@@ -122,7 +122,7 @@ def test_stage2_first_person_view_is_free_of_the_body(turning):
     back = [p for p in pics if p["camera"] == "back"]
     assert len(fp) == n and len(back) == n  # every frame of every view rendered once
     assert [p for p in fp if p["character_pixels"]] == []
-    assert sum(p["character_pixels"] > 0 for p in back) >= n // 2
+    assert sum(p["character_pixels"] > 0 for p in back) >= n // 10  # (cameras turn away)
     # while fp renders, the body is still there (shadow, reflections): only out of the
     # main pass, and moving with its keys
     fp_jobs = {p["job"] for p in fp}
