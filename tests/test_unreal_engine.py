@@ -201,13 +201,17 @@ def test_a_retry_replaces_the_sequence_a_crashed_editor_left_on_disk(stage1, tmp
 # ---------------------------------------------------------------- Stage I
 
 
-def run_stage1(stage1, tmp_path, **editor_kw):  # noqa: F811
+def run_stage1(stage1, tmp_path, blueprint: bool = False, **editor_kw):  # noqa: F811
     folder = tmp_path / "inst"
     folder.mkdir(parents=True)
     spec = stage1_spec(folder, tmp_path / "traj", stage1["course"])
     spec["indices"] = spec["indices"][:1]
+    if blueprint:
+        spec["unreal"]["pawn_class"] = "/Game/Chars/BP_Hero.BP_Hero_C"
     (folder / "spec.json").write_text(json.dumps(spec))
     ed = new_editor(stage1["course"], **editor_kw)
+    if blueprint:
+        ed.assets["/Game/Chars/BP_Hero.BP_Hero_C"] = fu.BlueprintCharacter
     ed.watch_files = [Path(spec["heartbeat"])]
     rc = ed.run(SCRIPTS / "stage1_pie.py", {"WMFORGE_SPEC": str(folder / "spec.json")}, MAP)
     return ed, folder, rc
@@ -244,3 +248,55 @@ def test_stage1_heartbeat_is_written_before_the_run_phase(stage1, tmp_path):  # 
     assert rc == 0
     beats = [(f, in_pie) for f, name, in_pie in ed.file_changes if name == "heartbeat"]
     assert beats and not beats[0][1], f"first heartbeat only in PIE: {beats[:3]}"
+
+
+def test_the_recorded_yaw_is_the_body_yaw_of_a_blueprint_pawn(stage1, tmp_path):  # noqa: F811
+    """Defect 12 (last item): a Character takes its controller's yaw, and a Blueprint character
+    with orient-rotation-to-movement turns toward its movement: either way the body's yaw is not
+    the one Stage I set and recorded. After every world tick the body faces as set."""
+    ed, folder, rc = run_stage1(stage1, tmp_path, blueprint=True)
+    assert rc == 0 and (folder / COMPLETE).exists()
+    ticks = [(f, want, got) for f, want, got in ed.yaw_ticks if want is not None]
+    assert len(ticks) > 30
+    bad = [(f, want, got) for f, want, got in ticks if abs(_wrap(want - got)) > 1e-6]
+    assert not bad, f"{len(bad)} of {len(ticks)} ticks: body yaw is not the set yaw: {bad[:3]}"
+
+
+def test_level_bounds_count_landscapes_and_world_partition(stage1, tmp_path):  # noqa: F811
+    """Defect 10: the bounds counted only loaded StaticMeshActors. In a World Partition map
+    whose ground is a partly loaded Landscape, the level bounds Stage I uses must still be the
+    whole level's, and World Partition must stream around our character (the player's view
+    target), which is no streaming source as an AI-controlled pawn."""
+    from tests.fakes.unreal import host
+
+    ed = new_editor(stage1["course"], world_partition=True)
+    host.install(ed)
+    try:
+        assert ed.open_map(MAP)
+        ed._begin_play()
+        import sys
+
+        sys.modules["unreal"] = fu
+        sys.path.insert(0, str(SCRIPTS))
+        import ue_engine
+
+        eng = ue_engine.UnrealPieEngine()
+        info = eng.load_level("", "test/course")
+        # the whole level, loaded or not (the fake's objects add their few-cm extents)
+        for k in range(3):
+            assert ed.level.bounds_min[k] - 0.5 < info.bounds_min[k] <= ed.level.bounds_min[k]
+            assert ed.level.bounds_max[k] <= info.bounds_max[k] < ed.level.bounds_max[k] + 0.5
+        from tests.test_unreal_fake import specs
+
+        spec = specs()[0]
+        eng.spawn_character(spec, info.player_starts[0][0] if info.player_starts else
+                            ((info.bounds_min[0] + info.bounds_max[0]) / 2,
+                             (info.bounds_min[1] + info.bounds_max[1]) / 2,
+                             info.bounds_max[2]), 0.0)
+        (pc,) = [a for a in ed.pie_world.actors if isinstance(a, fu.PlayerController)]
+        assert pc.view_target is eng._pawn and isinstance(pc.view_target, fu.Character)
+    finally:
+        host.install(None)
+        sys.path.remove(str(SCRIPTS))
+        for m in ("ue_engine", "ue_frame", "ue_paths", "unreal"):
+            sys.modules.pop(m, None)

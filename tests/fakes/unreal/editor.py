@@ -29,7 +29,8 @@ class FakeEditor:
     def __init__(self, maps: dict[str, dict], assets: dict[str, Any] | None = None,
                  fps: int = 30, fixed_step: bool = True, level_actors: list[fu.Actor] | None = None,
                  crash_after_jobs: int | None = None, stdout: Any = None,
-                 disk: dict[str, Any] | None = None, game_mode_pawn: bool = True):
+                 disk: dict[str, Any] | None = None, game_mode_pawn: bool = True,
+                 world_partition: bool = False):
         from stages.engine.embedded import EmbeddedEngine
 
         self.maps, self.fps, self.fixed_step = maps, fps, fixed_step
@@ -40,6 +41,11 @@ class FakeEditor:
         self.assets.update(self.disk)
         self.world_dt = 1.0 / fps
         self.game_mode_pawn = game_mode_pawn
+        # World Partition: the level's ground is a Landscape and only cells near the player's
+        # view target are loaded (here: the level's corners come from the runtime bounds only)
+        self.world_partition = world_partition
+        self.world_partition_bounds: Any = None
+        self.yaw_ticks: list[tuple[int, float | None, float]] = []  # (frame, set, body)
         self.world_states: list[dict] = []  # what each MRQ sample saw (mrq_render)
         self.destroyed_actors: list[fu.Actor] = []
         self.pawns_at_spawn: list[list[str]] = []  # pawn classes in PIE at each runtime spawn
@@ -130,12 +136,26 @@ class FakeEditor:
             a = fu.StaticMeshActor()
             a.origin, a.extent = fu._ue(c), fu.Vector((n - i), (n - i), (n - i))
             self.add_actor(w, a)
-        for corner in (info.bounds_min, info.bounds_max):
-            a = fu.StaticMeshActor()
-            a.origin, a.extent = fu._ue(corner), fu.Vector(0, 0, 0)
-            self.add_actor(w, a)
+        lo, hi = fu._ue(info.bounds_min), fu._ue(info.bounds_max)
+        if self.world_partition:  # the ground is a landscape, partly loaded
+            land = fu.Landscape()
+            mid = fu.Vector((lo.x + hi.x) / 2, (lo.y + hi.y) / 2, (lo.z + hi.z) / 2)
+            land.origin = mid
+            land.extent = fu.Vector(abs(hi.x - lo.x) / 4, abs(hi.y - lo.y) / 4,
+                                    abs(hi.z - lo.z) / 2)  # the loaded cells: a half of it
+            self.add_actor(w, land)
+            self.world_partition_bounds = fu.Box(fu.Vector(min(lo.x, hi.x), min(lo.y, hi.y),
+                                                           min(lo.z, hi.z)),
+                                                 fu.Vector(max(lo.x, hi.x), max(lo.y, hi.y),
+                                                           max(lo.z, hi.z)), True)
+        else:
+            for corner in (info.bounds_min, info.bounds_max):
+                a = fu.StaticMeshActor()
+                a.origin, a.extent = fu._ue(corner), fu.Vector(0, 0, 0)
+                self.add_actor(w, a)
         for pos, yaw in info.player_starts:
             self.add_actor(w, fu.PlayerStart(fu._ue(pos), fu.Rotator(0, 0, -yaw)))
+        self.add_actor(w, fu.PlayerController())
         if self.game_mode_pawn and info.player_starts:
             # the level's GameMode spawns its DefaultPawn for player 0 at the first PlayerStart
             pos, yaw = info.player_starts[0]
@@ -172,6 +192,13 @@ class FakeEditor:
                 if n > 1e-9:
                     move = (x / n, -y / n)
             ch.input = []
+            # the rotation rules of a Character: toward the movement (orient rotation to
+            # movement), else the controller's yaw (use controller rotation yaw), else as set
+            if ch.character_movement.orient_rotation_to_movement and move != (0.0, 0.0):
+                ch.rotation = fu.Rotator(0, 0, -math.degrees(math.atan2(move[1], move[0])))
+            elif ch.use_controller_rotation_yaw:
+                ch.rotation = fu.Rotator(0, 0, ch.controller_yaw)
+            self.yaw_ticks.append((self.frame, ch.wanted_yaw, ch.rotation.yaw))
             self.engine.apply_input(move, -ch.rotation.yaw, dt)
             st = self.engine.character_state()
             self.world_ticks.append((self.frame, move, st.position))

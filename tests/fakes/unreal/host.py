@@ -37,6 +37,7 @@ class EditorHost(Protocol):
     saved: list[str]
     deleted: list[str]
     pawns_at_spawn: list[list[str]]
+    world_partition_bounds: Any  # a Box for a World Partition map, else None
 
     def open_map(self, path: str) -> bool: ...
 

@@ -212,8 +212,40 @@ class CapsuleComponent(SceneComponent):
         return self.half_height * self.relative_scale.z
 
 
-class Pawn(Actor):
+class Controller(Actor):
     pass
+
+
+class PlayerController(Controller):
+    """Player 0's controller in PIE: World Partition streams around its view target."""
+
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.view_target: Actor | None = None
+
+    def set_view_target_with_blend(self, new_view_target: Actor, blend_time: float = 0.0,
+                                   *a: Any, **k: Any) -> None:
+        self.view_target = new_view_target
+
+
+class CameraActor(Actor):
+    pass
+
+
+class Landscape(Actor):
+    """A landscape: collides, but is not a StaticMeshActor."""
+
+
+class Pawn(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.use_controller_rotation_yaw = True  # APawn's default for a Character
+        self.controller_yaw = self._rotation.yaw  # an AI controller keeps its spawn rotation
+        self.wanted_yaw: float | None = None
+
+    def set_actor_rotation(self, r: Rotator, teleport_physics: bool) -> bool:
+        self.wanted_yaw = r.yaw
+        return super().set_actor_rotation(r, teleport_physics)
 
 
 class DefaultPawn(Pawn):
@@ -229,6 +261,7 @@ class CharacterMovementComponent(Object):
         self.gravity_scale = 1.0
         self.walkable_floor_angle = 44.765
         self.mode: _Enum = MovementMode.MOVE_WALKING
+        self.orient_rotation_to_movement = False
 
     def set_walkable_floor_angle(self, walkable_floor_angle: float) -> None:
         self.walkable_floor_angle = walkable_floor_angle
@@ -241,6 +274,8 @@ class CharacterMovementComponent(Object):
 
 
 class Character(Pawn):
+    ORIENT_TO_MOVEMENT = False  # a Blueprint character (ThirdPerson template) turns it on
+
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self.capsule_component = CapsuleComponent()
@@ -249,11 +284,19 @@ class Character(Pawn):
         self.grounded = False
         self.input: list[tuple[float, float, float]] = []
         self.spawned_in_engine = False
+        self.character_movement.orient_rotation_to_movement = self.ORIENT_TO_MOVEMENT
+
 
     def add_movement_input(self, world_direction: Vector, scale_value: float = 1.0,
                            force: bool = False) -> None:
         self.input.append((world_direction.x * scale_value, world_direction.y * scale_value,
                            world_direction.z * scale_value))
+
+
+class BlueprintCharacter(Character):
+    """A Character Blueprint as third-party packs ship them: it turns toward its movement."""
+
+    ORIENT_TO_MOVEMENT = True
 
 
 class CameraFilmbackSettings:
@@ -277,7 +320,7 @@ class CineCameraComponent(SceneComponent):
         self.current_aperture = 2.8
 
 
-class CineCameraActor(Actor):
+class CineCameraActor(CameraActor):
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self._cc = CineCameraComponent()

@@ -19,6 +19,12 @@ class Rotator:
         self.roll, self.pitch, self.yaw = float(roll), float(pitch), float(yaw)
 
 
+class Box:
+    def __init__(self, min: Vector | None = None, max: Vector | None = None,
+                 is_valid: bool = False):
+        self.min, self.max, self.is_valid = min or Vector(), max or Vector(), is_valid
+
+
 class FrameNumber:
     def __init__(self, value: int = 0):
         self.value = int(value)

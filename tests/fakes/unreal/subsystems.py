@@ -11,8 +11,8 @@ from typing import Any
 from tests.fakes.unreal.frame import _m, _ue
 from tests.fakes.unreal.host import running_editor
 from tests.fakes.unreal.movie_pipeline import MoviePipelineExecutorBase, MoviePipelineQueue
-from tests.fakes.unreal.objects import Actor, Character, Object, Pawn, World
-from tests.fakes.unreal.structs import HitResult, Rotator, TraceTypeQuery, Vector
+from tests.fakes.unreal.objects import Actor, Character, Object, Pawn, PlayerController, World
+from tests.fakes.unreal.structs import Box, HitResult, Rotator, TraceTypeQuery, Vector
 
 
 class EditorSubsystem(Object):
@@ -142,6 +142,12 @@ class GameplayStatics:
         return [a for a in world_context_object.actors if isinstance(a, actor_class)]
 
     @classmethod
+    def get_player_controller(cls, world_context_object: World, player_index: int
+                              ) -> PlayerController | None:
+        return next((a for a in world_context_object.actors
+                     if isinstance(a, PlayerController)), None)
+
+    @classmethod
     def get_world_delta_seconds(cls, world_context_object: World) -> float:
         """The world's step (with -UseFixedTimeStep the fixed 1/FPS; else wall-clock), not
         Slate's: Slate's post-tick callback always gets the wall-clock delta."""
@@ -211,3 +217,11 @@ class EditorAssetLibrary:
         if found:
             ed.deleted.append(p)
         return found
+
+
+class WorldPartitionBlueprintLibrary:
+    @classmethod
+    def get_runtime_world_bounds(cls) -> Box:
+        """The bounds of every actor descriptor of a World Partition map, loaded or not; an
+        invalid box for a map without World Partition."""
+        return running_editor().world_partition_bounds or Box()
