@@ -300,3 +300,248 @@ def test_level_bounds_count_landscapes_and_world_partition(stage1, tmp_path):  #
         sys.path.remove(str(SCRIPTS))
         for m in ("ue_engine", "ue_frame", "ue_paths", "unreal"):
             sys.modules.pop(m, None)
+
+
+# ---------------------------------------------------------------- the launcher
+
+LOGS = Path(__file__).parent / "data" / "unreal_logs"
+
+
+@pytest.mark.parametrize("name,wanted,used", [
+    ("vulkan_adapter_selected_5x.log", 1, True),
+    ("vulkan_adapter_selected_5x.log", 0, False),
+    ("vulkan_adapter_fallback_5x.log", 3, False),
+    ("vulkan_adapter_fallback_5x.log", 0, False),  # a fallback is a failure whatever was asked
+    ("vulkan_adapter_fallback_4x.log", 2, False),
+    ("vulkan_adapter_ue425.log", 0, True),
+    ("vulkan_adapter_ue425.log", 1, False),
+])
+def test_adapter_check_reads_unreal_device_selection_lines(name, wanted, used):
+    """Defect 5: the check matched no line Unreal writes, so every slot could land on device 0
+    and pass. These lines follow VulkanRHI.cpp's format strings (SOURCES.md)."""
+    from stages.engine.unreal import check_adapter
+    from stages.engine.unreal_log import classify_text
+
+    text = (LOGS / name).read_text()
+    got, line = check_adapter(text, wanted)
+    assert got is used and line and line in text
+    if "fallback" in name:
+        assert classify_text(text).reason == "gpu_adapter_fallback"
+
+
+def test_a_vulkan_log_without_a_selection_line_is_not_a_pass():
+    from stages.engine.unreal import check_adapter
+    from stages.engine.unreal_launch import judge
+
+    text = (LOGS / "vulkan_no_selection.log").read_text()
+    assert check_adapter(text, 1) == (None, "no selection line")
+    ok, why = judge("stage2", text, 1, 1, 1, 0, True)
+    assert not ok and why.startswith("adapter_unconfirmed")
+    assert judge("stage2", "LogInit: no RHI lines\n", 1, 1, 1, 0, True) == (True, "")
+
+
+def test_command_line_quotes_a_script_path_with_spaces(tmp_path):
+    """Defect 12: -ExecutePythonScript's value is a command (script, arguments): a path with
+    spaces must arrive quoted, as one argument."""
+    from stages.engine.unreal import command_line
+
+    cfg = UnrealConfig(editor="/opt/UE/UnrealEditor-Cmd", project="/srv/R/R.uproject")
+    scripts = tmp_path / "my work" / "unreal"
+    argv = command_line(cfg, "stage1", "/Game/M", None, 30, scripts)
+    assert f'-ExecutePythonScript="{scripts / "stage1_pie.py"}"' in argv
+
+
+def fake_editor(tmp_path: Path, world: dict) -> Path:
+    import sys
+
+    (tmp_path / "world.json").write_text(json.dumps(world))
+    editor = tmp_path / "UnrealEditor-Cmd"
+    editor.write_text(f"#!/bin/sh\nexec {sys.executable} -m tests.fakes.unreal.editor_process "
+                      '"$@"\n')
+    editor.chmod(0o755)
+    return editor
+
+
+def launch_stage2(stage1, tmp_path, monkeypatch, world_extra: dict,  # noqa: F811
+                  ucfg: dict | None = None, timeout_s: float = 120.0):
+    """Run the launcher's stage2 on the fake editor process in a thread with a deadline; the
+    editor processes it started are killed if it is still running then."""
+    import os
+    import threading
+
+    from stages.engine import unreal_launch
+    from tests.test_unreal_fake import ANIMS, MESHES, REPO, stage2_instance
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    inst, spec = stage2_instance(tmp_path, stage1)
+    spec["jobs"] = spec["jobs"][:1]
+    world = {"maps": {MAP: {"file": str(stage1["course"]), "level_id": "test/course"}},
+             "meshes": list(MESHES), "animations": list(ANIMS), "refuse_root": False,
+             **world_extra}
+    editor = fake_editor(tmp_path, world)
+    spec["unreal"].update({"editor": str(editor), "project": "/p/Render.uproject",
+                           **(ucfg or {})})
+    (inst / "instance.json").write_text(json.dumps(spec))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("WMFORGE_FAKE_WORLD", str(tmp_path / "world.json"))
+    monkeypatch.delenv("WMFORGE_OWNER_LOCK_FD", raising=False)
+    monkeypatch.chdir(REPO)
+    result: dict = {}
+    th = threading.Thread(target=lambda: result.setdefault(
+        "rc", unreal_launch.main(["stage2", str(inst)])), daemon=True)
+    th.start()
+    return inst, th, result, timeout_s
+
+
+def _kill_children() -> None:
+    """SIGKILL every process below this one (only what this test started: the fake editor
+    processes of a launcher that is still waiting on them)."""
+    import contextlib
+    import os
+    import signal
+
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d.name))
+    todo, found = [os.getpid()], []
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            found.append(c)
+            todo.append(c)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_slot_whose_engine_fell_back_to_device_0_fails(stage1, tmp_path,  # noqa: F811
+                                                        monkeypatch, capsys):
+    """Defect 5, end to end: the slot's GPU is Vulkan device 3, the engine sees 2 devices and
+    falls back to device 0 (as Unreal logs it): the step fails with adapter_fallback."""
+    from stages.engine import unreal_launch
+
+    uuid = "GPU-1f93e07a-44c2-aa10-6b3d-9e0e55c7d2a3"
+    devs = [{"index": i, "deviceName": "NVIDIA H100", "deviceUUID": f"{i:032x}"}
+            for i in range(3)] + [{"index": 3, "deviceName": "NVIDIA H100",
+                                   "deviceUUID": uuid}]
+    monkeypatch.setattr(unreal_launch, "vulkan_devices", lambda: devs)
+    monkeypatch.setenv("WMFORGE_GPU_UUID", uuid)
+    inst, th, result, timeout_s = launch_stage2(
+        stage1, tmp_path, monkeypatch, {"vulkan_devices": ["NVIDIA H100", "NVIDIA H100"]})
+    th.join(timeout_s)
+    try:
+        assert not th.is_alive()
+    finally:
+        _kill_children()
+    out = capsys.readouterr().out
+    assert result["rc"] == 1
+    assert "adapter_fallback: asked for -graphicsadapter=3" in out
+    assert "log reason gpu_adapter_fallback" in out
+    assert not (inst / COMPLETE).exists()
+
+
+def test_cold_start_keeps_the_slot_alive_and_a_hang_on_exit_is_killed(
+        stage1, tmp_path, monkeypatch, capsys):  # noqa: F811
+    """Defect 6: a first start compiles shaders for minutes before the script runs; the node
+    runner's stall check must see the step advance meanwhile (the launcher touches the
+    heartbeat on each new progress line of the log). After the completion marker, an editor
+    that hangs on exit is killed after unreal.exit_grace_s and the step is judged by what it
+    produced."""
+    import time
+
+    from stages.cluster.node_runner import NodeRunner
+    from stages.cluster.steps import Step
+
+    inst, th, result, timeout_s = launch_stage2(
+        stage1, tmp_path, monkeypatch, {"cold_start_s": 4.0, "on_quit": "hang"},
+        {"exit_grace_s": 2.0})
+    step = Step("render", "n1-x-1", [], inst, inst / "progress.log", inst / "renderer.log",
+                [inst], 0, 1, "", "test/course")
+    sigs, t0 = [], time.monotonic()
+    while time.monotonic() - t0 < 3.5:  # inside the cold start: no script has run yet
+        sigs.append(NodeRunner._signature(step))
+        time.sleep(0.5)
+    th.join(timeout_s)
+    try:
+        assert not th.is_alive(), "the launcher waited forever on an editor hanging on exit"
+    finally:
+        _kill_children()
+    changes = sum(a != b for a, b in zip(sigs, sigs[1:], strict=False))
+    assert changes >= 2, f"the runner saw {changes} changes in 3.5 s of shader compilation"
+    out = capsys.readouterr().out
+    assert result["rc"] == 0, out[-2000:]
+    assert "still running 2 s after it finished: killed" in out
+    assert (inst / COMPLETE).exists() and len(read_progress(inst)) == 1
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="dropping to another user needs root")
+def test_under_root_the_editor_can_read_its_code_and_publish_trajectories(monkeypatch, capsys):
+    """Defect 4: the node runner is root, the editor runs as unreal.run_as (here `nobody`).
+    Only the spec folder was handed over: Stage I's publish into the trajectory root failed,
+    and a repository under /root (mode 700) could not even be imported. A stand-in editor run
+    as that user reads the script it is given, publishes a trajectory folder into out_dir and
+    reports its groups."""
+    import os
+    import pwd
+    import tempfile
+
+    from stages.engine import unreal as ue
+    from stages.engine import unreal_launch
+
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="wmforge-runas-"))  # pytest's tmp is root-only
+    try:
+        base.chmod(0o755)
+        hidden = base / "root-home"  # like /root: the repository lives here
+        shutil.copytree(SCRIPTS, hidden / "repo" / "unreal")
+        hidden.chmod(0o700)
+        monkeypatch.setattr(ue, "SCRIPTS", hidden / "repo" / "unreal")
+        monkeypatch.setattr(unreal_launch, "SCRIPTS", hidden / "repo" / "unreal",
+                            raising=False)
+        inst = base / "work" / "slot" / "inst"
+        inst.mkdir(parents=True)
+        out = base / "data" / "trajectories" / "lvl"
+        (base / "data").mkdir()
+        editor = base / "UnrealEditor-Cmd"
+        editor.write_text(
+            "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in -ExecutePythonScript=*)\n"
+            "  p=\"${a#-ExecutePythonScript=}\"; p=\"${p%\\\"}\"; p=\"${p#\\\"}\";;\n"
+            "esac; done\n"
+            "head -c 10 \"$p\" >/dev/null && echo script-readable\n"
+            "echo groups=$(id -G) uid=$(id -u)\n"
+            "mkdir \"$WMFORGE_TEST_OUT/traj_0000\" && echo published\n"
+            "echo '{\"trajectory\": 0, \"reason\": \"x\"}' "
+            ">> \"$WMFORGE_TEST_INST/failures.jsonl\"\n"
+            "echo '{}' > \"$WMFORGE_TEST_INST/COMPLETE\"\n")
+        editor.chmod(0o755)
+        spec = {"level_id": "lvl", "indices": [0], "fps": 30, "ue_map": "/Game/M",
+                "out_dir": str(out), "progress": str(inst / "progress.log"),
+                "failures": str(inst / "failures.jsonl"), "heartbeat": str(inst / "heartbeat"),
+                "unreal": asdict(UnrealConfig(editor=str(editor), project="/p/R.uproject",
+                                              run_as="nobody", exit_grace_s=5.0))}
+        (inst / "spec.json").write_text(json.dumps(spec))
+        monkeypatch.setenv("WMFORGE_TEST_OUT", str(out))
+        monkeypatch.setenv("WMFORGE_TEST_INST", str(inst))
+        monkeypatch.delenv("WMFORGE_GPU_UUID", raising=False)
+        monkeypatch.setattr(os, "getgrouplist", lambda name, gid: [gid, 44])  # + video
+        rc = unreal_launch.main(["stage1", str(inst / "spec.json")])
+        log = capsys.readouterr().out
+        assert "script-readable" in log, log[-1500:]
+        assert "published" in log and (out / "traj_0000").stat().st_uid == nobody.pw_uid
+        groups = log.split("groups=")[1].split(" uid=")[0].split()
+        assert f"uid={nobody.pw_uid}" in log and "44" in groups  # supplementary groups kept
+        assert rc == 0
+        # a step folder the user cannot reach is refused up front, naming the folder
+        inst2 = hidden / "inst"
+        inst2.mkdir()
+        (inst2 / "spec.json").write_text(json.dumps(dict(spec, out_dir=str(out),
+                                                         heartbeat=str(inst2 / "hb"),
+                                                         failures=str(inst2 / "f.jsonl"),
+                                                         progress=str(inst2 / "p.log"))))
+        assert unreal_launch.main(["stage1", str(inst2 / "spec.json")]) == 1
+        msg = capsys.readouterr().out
+        assert "cannot" in msg and str(hidden) in msg and "nobody" in msg
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
