@@ -195,6 +195,11 @@ class Stage2Driver:
             f"{job['name']}_{pass_name}", package, frames, cams, meta, int(st["width"]),
             int(st["height"]), log, views=views, character_in_main_pass=in_main_pass)
         self.sequence = seq
+        if self.spec.get("smoke_probe"):  # wmforge unreal smoke: what the keys do, read back
+            rows = ue_sequence.probe(seq, self.spawned, frames, meta, pass_name, log)
+            with open(self.inst / "probe.jsonl", "a") as f:
+                for row in rows:
+                    f.write(json.dumps({"trajectory": job["name"], **row}) + "\n")
         subsystem = unreal.get_editor_subsystem(unreal.MoviePipelineQueueSubsystem)
         if subsystem is None:
             raise RuntimeError("MoviePipelineQueueSubsystem unavailable (Movie Render Queue "

@@ -237,3 +237,44 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
     if not unreal.EditorAssetLibrary.save_loaded_asset(seq):
         raise RuntimeError(f"{seq.get_path_name()}: could not be saved (MRQ loads it by path)")
     return seq, spawned
+
+
+def probe(seq: unreal.LevelSequence, spawned: list[unreal.Actor], frames: list[dict],
+          meta: dict, pass_name: str, log: Any) -> list[dict]:
+    """What the sequence does to the world, read back in the editor (the smoke test's
+    evidence, ``wmforge unreal smoke``): the sequence is opened in Sequencer and scrubbed to a
+    few frames; for each, the character's lowest point (its bounds, all components) against the
+    recorded feet, the direction it faces against recorded yaw + correction, whether it is in
+    the main pass, and whether the fp camera sits inside its bounds (the body would fill fp)."""
+    lib = unreal.LevelSequenceEditorBlueprintLibrary
+    if not lib.open_level_sequence(seq):
+        raise RuntimeError(f"{seq.get_path_name()}: Sequencer could not open it for the probe")
+    char = next(a for a in spawned if isinstance(a, unreal.SkeletalMeshActor))
+    fp = next((a for a in spawned if isinstance(a, unreal.CineCameraActor)
+               and a.get_actor_label() == "fp"), None)
+    correction = float(meta["character"].get("yaw_correction_deg") or 0.0)
+    rows = []
+    try:
+        n = len(frames)
+        for k in sorted({0, n // 2, n - 1}):
+            lib.set_current_time(k)
+            f = frames[k]
+            origin, extent = char.get_actor_bounds(False)
+            fwd = char.get_actor_forward_vector()
+            ue_yaw = math.degrees(math.atan2(fwd.y, fwd.x))
+            want = ue_frame.to_ue_yaw(float(f["yaw_deg"]) + correction)
+            row = {"pass": pass_name, "frame": k, "feet_z_m": float(f["pos_z"]),
+                   "lowest_z_m": ue_frame.from_ue_length(origin.z - extent.z),
+                   "yaw_error_deg": abs(((ue_yaw - want) + 180.0) % 360.0 - 180.0),
+                   "main_pass": bool(char.skeletal_mesh_component.get_editor_property(
+                       "render_in_main_pass"))}
+            if fp is not None:
+                c = fp.get_actor_location()
+                row["fp_camera_in_body"] = bool(
+                    abs(c.x - origin.x) <= extent.x and abs(c.y - origin.y) <= extent.y
+                    and abs(c.z - origin.z) <= extent.z)
+            rows.append(row)
+    finally:
+        lib.close_level_sequence()
+    log(f"wmforge: stage2: probe {pass_name}: {rows}")
+    return rows

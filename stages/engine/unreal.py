@@ -21,7 +21,7 @@ from ..unreal_config import UnrealConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "unreal"
-STAGE_SCRIPTS = {"stage1": "stage1_pie.py", "stage2": "stage2_mrq.py"}
+STAGE_SCRIPTS = {"stage1": "stage1_pie.py", "stage2": "stage2_mrq.py", "probe": "smoke_probe.py"}
 COMMON_FLAGS = ("-unattended", "-nosplash", "-nosound", "-NoLoadingScreen", "-NoScreenMessages",
                 "-stdout", "-FullStdOutLogOutput", "-log")
 

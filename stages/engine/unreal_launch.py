@@ -41,6 +41,7 @@ from ..core.progress import COMPLETE, PROGRESS, append_progress, read_progress
 from .unreal import (
     ROOT,
     SCRIPTS,
+    STAGE_SCRIPTS,
     UnrealConfig,
     UnrealLaunchError,
     adapter_for_uuid,
@@ -53,8 +54,6 @@ from .unreal import (
 )
 from .unreal_log import classify_text
 
-STAGE_SCRIPTS_NAME = {"stage1": "stage1_pie.py", "stage2": "stage2_mrq.py"}
-
 RENDERED = "rendered.jsonl"  # written by unreal/stage2_mrq.py, one line per MRQ job
 EDITOR_CODE = "editor_py"  # the step folder's copy of unreal/ and stages/core
 # engine progress while nothing else moves: shader compilation and derived-data cache misses
@@ -64,7 +63,7 @@ PROGRESS_LINE = re.compile(
     r"LogShaderCompilers: .*shaders left to compile|LogMaterial: .*(shader map|compiling)|"
     r"LogStaticMesh: .*Building|LogTexture: .*Building textures|LogDerivedDataCache: |"
     r"LogMovieRenderPipeline: |LogWorldPartition: |LogPython: wmforge: ", re.I)
-FINISHED_LINE = re.compile(r"wmforge: stage[12]: finished")
+FINISHED_LINE = re.compile(r"wmforge: (stage[12]|probe): finished")
 KILL_WAIT_S = 10.0  # SIGTERM to SIGKILL
 
 
@@ -303,7 +302,7 @@ def prepare(stage: str, spec: dict, spec_path: Path, reads: list[Path] | None = 
     if user is not None:
         say(f"{stage}: runner is root: the editor runs as '{cfg.run_as}' (uid {user[0]}, "
             f"groups {user[2]})")
-        check_reachable(cfg, user, [scripts / STAGE_SCRIPTS_NAME[stage], *(reads or []),
+        check_reachable(cfg, user, [scripts / STAGE_SCRIPTS[stage], *(reads or []),
                                     *(Path(x) for x in (cfg.editor, cfg.project) if x)],
                         [folder, *(writes or [])])
     env = dict(os.environ, WMFORGE_SPEC=str(spec_path))

@@ -31,7 +31,8 @@ def world_from(doc: dict) -> FakeEditor:
     assets.update({p: fu.AnimSequence(p) for p in doc.get("animations", [])})
     actors = [fu.LevelSequenceActor(auto_play=bool(a)) for a in doc.get("sequence_actors", [])]
     return FakeEditor(doc["maps"], assets, fps=int(doc.get("fps", 30)), level_actors=actors,
-                         crash_after_jobs=doc.get("crash_after_jobs"), stdout=sys.stdout)
+                      crash_after_jobs=doc.get("crash_after_jobs"), stdout=sys.stdout,
+                      fixed_step="-UseFixedTimeStep" in sys.argv)
 
 
 def _say(category: str, text: str) -> None:

@@ -72,6 +72,7 @@ from tests.fakes.unreal.sequencer import (  # noqa: F401 - the unreal namespace
     AssetTools,
     AssetToolsHelpers,
     LevelSequence,
+    LevelSequenceEditorBlueprintLibrary,
     LevelSequenceFactoryNew,
     MovieScene3DTransformSection,
     MovieScene3DTransformTrack,

@@ -71,6 +71,11 @@ class PrimitiveComponent(SceneComponent):
     def set_render_in_main_pass(self, value: bool) -> None:
         self.render_in_main_pass = bool(value)
 
+    def get_editor_property(self, name: str) -> Any:
+        if name in ("render_in_main_pass", "cast_shadow", "owner_no_see"):
+            return getattr(self, name)
+        return super().get_editor_property(name)
+
     def set_owner_no_see(self, new_owner_no_see: bool) -> None:
         self.owner_no_see = bool(new_owner_no_see)
 
@@ -116,6 +121,12 @@ class Actor(Object):
             r.relative_rotation = v
         else:
             self._rotation = v
+
+    def get_actor_forward_vector(self) -> Vector:
+        import math
+
+        p, y = math.radians(self.rotation.pitch), math.radians(self.rotation.yaw)
+        return Vector(math.cos(p) * math.cos(y), math.cos(p) * math.sin(y), math.sin(p))
 
     def set_actor_hidden_in_game(self, new_hidden: bool) -> None:
         self.hidden_in_game = bool(new_hidden)
@@ -339,6 +350,17 @@ class SkeletalMeshActor(Actor):
         self.skeletal_mesh_component.relative_location = self._location
         self.skeletal_mesh_component.relative_rotation = self._rotation
         self.root_component = self.skeletal_mesh_component
+
+    def get_actor_bounds(self, only_colliding_components: bool,
+                         include_from_child_actors: bool = False) -> tuple[Vector, Vector]:
+        """The drawn cylinder's box: from the mesh origin (its feet) up."""
+        c = self.skeletal_mesh_component
+        if c.asset is None:
+            return Vector(), Vector()
+        r = c.asset.radius_cm * abs(c.relative_scale.x)
+        h = c.asset.height_cm * abs(c.relative_scale.z)
+        loc = c.relative_location
+        return Vector(loc.x, loc.y, loc.z + h / 2), Vector(r, r, h / 2)
 
 
 class MovieSceneSequencePlaybackSettings:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.fakes.unreal.host import running_editor
 from tests.fakes.unreal.objects import Actor, AnimSequence, Object
-from tests.fakes.unreal.structs import FrameNumber, FrameRate
+from tests.fakes.unreal.structs import FrameNumber, FrameRate, Rotator, Vector
 
 
 class MovieSceneScriptingChannel(Object):
@@ -196,3 +196,31 @@ class AssetToolsHelpers:
     @classmethod
     def get_asset_tools(cls) -> AssetTools:
         return AssetTools()
+
+
+class LevelSequenceEditorBlueprintLibrary:
+    """Sequencer in the editor: an open sequence drives its bound actors at the current time."""
+
+    _open: LevelSequence | None = None
+
+    @classmethod
+    def open_level_sequence(cls, level_sequence: LevelSequence) -> bool:
+        cls._open = level_sequence
+        return True
+
+    @classmethod
+    def set_current_time(cls, new_frame: int) -> None:
+        seq = cls._open
+        assert seq is not None, "no level sequence open"
+        for b in seq.bindings:
+            ev = b.evaluate(float(new_frame))
+            if ev is None:
+                continue
+            b.object.location = Vector(*ev[0])
+            b.object.rotation = Rotator(*ev[1])
+            if b.object.root_component is not None:
+                b.object.root_component.relative_scale = Vector(*ev[2])
+
+    @classmethod
+    def close_level_sequence(cls) -> None:
+        cls._open = None
