@@ -158,7 +158,8 @@ def test_node_runner_slot_with_engine_unreal(tmp_path) -> None:
     assert snap["log_reason"] == "run_as_root" and snap["stage"] == "stage1"
     log = (Path(snap["path"]) / "engine.log").read_text()
     assert f"{editor} /srv/R/R.uproject /Game/City/Maps/Downtown " \
-           '-ExecutePythonScript="' in log and '/editor_py/unreal/stage1_pie.py"' in log
+           '-ExecutePythonScript="' in log and '/unreal/stage1_pie.py"' in log \
+        and 'wmforge-editor-py-' in log
     assert "-UseFixedTimeStep -FPS=30" in log and "unprivileged user 'render'" in log
 
 

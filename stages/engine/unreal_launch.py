@@ -55,7 +55,7 @@ from .unreal import (
 from .unreal_log import classify_text
 
 RENDERED = "rendered.jsonl"  # written by unreal/stage2_mrq.py, one line per MRQ job
-EDITOR_CODE = "editor_py"  # the step folder's copy of unreal/ and stages/core
+EDITOR_CODE = "wmforge-editor-py-"  # prefix of the temporary copy of unreal/ and stages/core
 # engine progress while nothing else moves: shader compilation and derived-data cache misses
 # of a cold start, asset builds, MRQ, our scripts (real line formats: tests/data/unreal_logs/
 # cold_start_shaders.log and SOURCES.md)
@@ -106,22 +106,24 @@ class LogHeartbeat:
             self.path.write_text(f"log {self.beats}: {text[:200]}\n")
 
 
-def stage_editor_code(folder: Path, scripts: Path = SCRIPTS) -> Path:
+def stage_editor_code(scripts: Path | None = None) -> Path:
     """Copy what the editor imports (``unreal/*.py``; ``stages/__init__.py`` and
-    ``stages/core``) into ``folder/editor_py``; returns its ``unreal`` folder. The editor then
-    needs nothing outside the step's folder (the repository may sit where its user cannot
-    read, e.g. under /root), and the code that ran is the code kept with the step."""
-    dst = folder / EDITOR_CODE
-    if dst.exists():
-        shutil.rmtree(dst)
+    ``stages/core``) into a new temporary folder (not the step folder: a Stage II step folder is
+    the render output that gets uploaded); returns that folder, its ``unreal/`` holds the
+    scripts. The editor then needs nothing of the repository, which may sit where its user
+    cannot read (e.g. under /root). The caller removes the folder after the run."""
+    import tempfile
+
+    dst = Path(tempfile.mkdtemp(prefix=EDITOR_CODE))
+    dst.chmod(0o755)
     (dst / "unreal").mkdir(parents=True)
-    for p in scripts.glob("*.py"):
+    for p in (scripts or SCRIPTS).glob("*.py"):
         shutil.copy2(p, dst / "unreal" / p.name)
     core = ROOT / "stages" / "core"
     shutil.copytree(core, dst / "stages" / "core",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy2(ROOT / "stages" / "__init__.py", dst / "stages" / "__init__.py")
-    return dst / "unreal"
+    return dst
 
 
 def engine_user(cfg: UnrealConfig, folders: list[Path], euid: int | None = None,
@@ -285,26 +287,36 @@ def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
 def prepare(stage: str, spec: dict, spec_path: Path, reads: list[Path] | None = None,
             writes: list[Path] | None = None
             ) -> tuple[list[str], dict[str, str], int | None, subprocess.Popen | None,
-                       tuple[int, int, list[int]] | None, UnrealConfig]:
-    """The editor's command line, environment, adapter, X server, user and config. The
-    editor-side code is staged into the step folder; under root that folder and ``writes``
-    are handed to ``unreal.run_as`` and every path of ``reads`` is checked readable by it."""
+                       tuple[int, int, list[int]] | None, UnrealConfig, Path]:
+    """The editor's command line, environment, adapter, X server, user, config and the
+    temporary copy of the editor-side code (the caller removes it). Under root the step folder,
+    that copy and ``writes`` are handed to ``unreal.run_as`` and every path of ``reads`` is
+    checked reachable by it."""
     cfg = UnrealConfig(**(spec.get("unreal") or {}))
     folder = spec_path.parent
     uuid = os.environ.get("WMFORGE_GPU_UUID", "")
     adapter = adapter_for_uuid(uuid, vulkan_devices()) if uuid else None
-    scripts = stage_editor_code(folder)
+    staged = stage_editor_code()
+    scripts = staged / "unreal"
     argv = command_line(cfg, stage, str(spec.get("ue_map", "")), adapter,
                         int(spec.get("fps", 30)), scripts)
     say(f"{stage}: adapter {adapter if adapter is not None else '-'} for GPU "
         f"{uuid or '(cpu slot)'}; {' '.join(argv)}")
-    user = engine_user(cfg, [folder], dirs=list(writes or []))
+    try:
+        user = engine_user(cfg, [folder, staged], dirs=list(writes or []))
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     if user is not None:
         say(f"{stage}: runner is root: the editor runs as '{cfg.run_as}' (uid {user[0]}, "
             f"groups {user[2]})")
-        check_reachable(cfg, user, [scripts / STAGE_SCRIPTS[stage], *(reads or []),
-                                    *(Path(x) for x in (cfg.editor, cfg.project) if x)],
-                        [folder, *(writes or [])])
+        try:
+            check_reachable(cfg, user, [scripts / STAGE_SCRIPTS[stage], *(reads or []),
+                                        *(Path(x) for x in (cfg.editor, cfg.project) if x)],
+                            [folder, *(writes or [])])
+        except UnrealLaunchError:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
     env = dict(os.environ, WMFORGE_SPEC=str(spec_path))
     xvfb = None
     if cfg.virtual_display:
@@ -312,7 +324,7 @@ def prepare(stage: str, spec: dict, spec_path: Path, reads: list[Path] | None = 
         xvfb = subprocess.Popen(virtual_display_argv(n), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         env["DISPLAY"] = f":{n}"
-    return argv, env, adapter, xvfb, user, cfg
+    return argv, env, adapter, xvfb, user, cfg, staged
 
 
 def judge(stage: str, log_text: str, adapter: int | None, expected: int, done: int,
@@ -343,7 +355,8 @@ def stage1(spec_path: Path) -> int:
         writes = sorted({out, *(Path(spec[k]).parent for k in ("progress", "failures",
                                                                 "heartbeat") if spec.get(k))}
                         - {folder})
-        argv, env, adapter, xvfb, user, cfg = prepare("stage1", spec, spec_path, writes=writes)
+        argv, env, adapter, xvfb, user, cfg, staged = prepare("stage1", spec, spec_path,
+                                                              writes=writes)
     except (UnrealLaunchError, KeyError, OSError) as exc:
         say(f"error: {exc}")
         return 1
@@ -351,6 +364,7 @@ def stage1(spec_path: Path) -> int:
         rc, text = run_editor(argv, env, user=user, on_line=LogHeartbeat(beat),
                               marker=folder / COMPLETE, exit_grace_s=cfg.exit_grace_s)
     finally:
+        shutil.rmtree(staged, ignore_errors=True)
         if xvfb is not None:
             xvfb.kill()
     done = len(read_progress(folder))
@@ -405,7 +419,7 @@ def stage2(inst: Path) -> int:
             say(f"{name}: {rmeta['frame_count']} frames x 5 views verified and encoded")
 
     try:
-        argv, env, adapter, xvfb, user, cfg = prepare(
+        argv, env, adapter, xvfb, user, cfg, staged = prepare(
             "stage2", spec, spec_path, reads=[Path(j["traj_dir"]) for j in spec["jobs"]])
     except (UnrealLaunchError, OSError) as exc:
         say(f"error: {exc}")
@@ -415,6 +429,7 @@ def stage2(inst: Path) -> int:
                               on_line=LogHeartbeat(inst / "heartbeat"),
                               marker=inst / "ENGINE_DONE", exit_grace_s=cfg.exit_grace_s)
     finally:
+        shutil.rmtree(staged, ignore_errors=True)
         if xvfb is not None:
             xvfb.kill()
     ok, why = judge("stage2", text, adapter, len(jobs), len(seen), len(failed),
