@@ -70,7 +70,7 @@ class UnrealPieEngine:
         needs from the running world: bounds, player starts, the largest colliding actors.
 
         Every actor with colliding components counts (static meshes, Landscape, instanced
-        foliage and Blueprint actors alike; pawns and cameras do not). In a World Partition
+        foliage and Blueprint actors alike; pawns, cameras, volumes and info actors do not). In a World Partition
         map only the loaded cells have actors; its runtime bounds (from the actor descriptors,
         loaded or not) are added."""
         world = self.world()
@@ -81,8 +81,9 @@ class UnrealPieEngine:
         for actor in unreal.GameplayStatics.get_all_actors_of_class(
                 world, unreal.Actor.static_class()):
             if isinstance(actor, (unreal.Pawn, unreal.CameraActor, unreal.Controller,
-                                  unreal.PlayerStart)):
-                continue
+                                  unreal.PlayerStart, unreal.Volume, unreal.Info)):
+                continue  # not level geometry (volumes' brushes overlap: a post-process
+                #           volume can be far larger than the level)
             origin, extent = actor.get_actor_bounds(True)
             if not any((origin.x, origin.y, origin.z, extent.x, extent.y, extent.z)):
                 continue  # nothing that collides (an empty box)

@@ -144,6 +144,9 @@ class FakeEditor:
             land.extent = fu.Vector(abs(hi.x - lo.x) / 4, abs(hi.y - lo.y) / 4,
                                     abs(hi.z - lo.z) / 2)  # the loaded cells: a half of it
             self.add_actor(w, land)
+            ppv = fu.PostProcessVolume()  # an overlapping brush far larger than the level
+            ppv.origin, ppv.extent = mid, fu.Vector(1e6, 1e6, 1e6)
+            self.add_actor(w, ppv)
             self.world_partition_bounds = fu.Box(fu.Vector(min(lo.x, hi.x), min(lo.y, hi.y),
                                                            min(lo.z, hi.z)),
                                                  fu.Vector(max(lo.x, hi.x), max(lo.y, hi.y),

@@ -53,6 +53,7 @@ from tests.fakes.unreal.objects import (  # noqa: F401 - the unreal namespace
     CineCameraComponent,
     Controller,
     DefaultPawn,
+    Info,
     Landscape,
     LevelSequenceActor,
     MovieSceneSequencePlaybackSettings,
@@ -60,12 +61,14 @@ from tests.fakes.unreal.objects import (  # noqa: F401 - the unreal namespace
     Pawn,
     PlayerController,
     PlayerStart,
+    PostProcessVolume,
     PrimitiveComponent,
     SceneComponent,
     SkeletalMesh,
     SkeletalMeshActor,
     SkeletalMeshComponent,
     StaticMeshActor,
+    Volume,
     World,
 )
 from tests.fakes.unreal.sequencer import (  # noqa: F401 - the unreal namespace

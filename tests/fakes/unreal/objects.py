@@ -247,6 +247,18 @@ class Landscape(Actor):
     """A landscape: collides, but is not a StaticMeshActor."""
 
 
+class Info(Actor):
+    pass
+
+
+class Volume(Actor):
+    pass
+
+
+class PostProcessVolume(Volume):
+    """Its brush overlaps (collision enabled, query only): counted by colliding bounds."""
+
+
 class Pawn(Actor):
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
