@@ -545,3 +545,25 @@ def test_under_root_the_editor_can_read_its_code_and_publish_trajectories(monkey
         assert "cannot" in msg and str(hidden) in msg and "nobody" in msg
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_sequence_that_could_not_be_deleted_is_reported_and_does_not_block_a_rerun(
+        stage1, tmp_path):  # noqa: F811
+    """Defect 12: delete_loaded_asset's result was ignored. A sequence still referenced stays
+    in the project: the log says so, naming it, and the next run on that project replaces it."""
+    trajs = [stage1["out"] / n for n in sorted(read_progress(stage1["folder"]))][:1]
+    inst, spec = instance(tmp_path, trajs, temporal=1)
+    disk: dict = {}
+    ed1 = new_editor(stage1["course"], disk=disk)
+    ed1.assets_in_use = True
+    assert ed1.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")},
+                   MAP) == 0
+    warned = [x for x in ed1.log_lines if "was not deleted" in x]
+    assert len(warned) == 2 and all("/Game/Wmforge/Sequences/" in x for x in warned)
+    assert len(disk) == 2  # both jobs' sequences stayed
+    (inst / "rendered.jsonl").unlink()
+    ed2 = new_editor(stage1["course"], disk=disk)
+    assert ed2.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")},
+                   MAP) == 0
+    rows = [json.loads(x) for x in (inst / "rendered.jsonl").read_text().splitlines()]
+    assert [r["ok"] for r in rows] == [True] and not disk

@@ -47,6 +47,7 @@ class FakeEditor:
         self.world_partition_bounds: Any = None
         self.yaw_ticks: list[tuple[int, float | None, float]] = []  # (frame, set, body)
         self.world_states: list[dict] = []  # what each MRQ sample saw (mrq_render)
+        self.assets_in_use = False  # delete_loaded_asset refuses (the asset is referenced)
         self.destroyed_actors: list[fu.Actor] = []
         self.pawns_at_spawn: list[list[str]] = []  # pawn classes in PIE at each runtime spawn
         self.watch_files: list[Path] = []  # files whose changes are recorded per frame ...

@@ -183,6 +183,8 @@ class EditorAssetLibrary:
     def delete_loaded_asset(cls, asset_to_delete: Object) -> bool:
         ed = running_editor()
         path = asset_to_delete.get_path_name()
+        if getattr(ed, "assets_in_use", False):  # still referenced (e.g. by the MRQ job)
+            return False
         ed.deleted.append(path)
         ed.disk.pop(path, None)
         return ed.assets.pop(path, None) is not None
