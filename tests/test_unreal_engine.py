@@ -133,6 +133,19 @@ def test_stage2_first_person_view_is_free_of_the_body(turning):
     for t in turning["trajs"]:
         assert all(len(list((frames_dir / t.name / v).glob("*.png")))
                    == len(pd.read_parquet(t / "frames.parquet")) for v in VIEWS)
+    # and in the PNGs MRQ wrote (the fake draws a body magenta): none in fp, some in back
+    import numpy as np
+    from PIL import Image
+
+    def body_pixels(view: str) -> list[int]:
+        out = []
+        for t in turning["trajs"]:
+            for p in sorted((frames_dir / t.name / view).glob("*.png")):
+                a = np.asarray(Image.open(p).convert("RGB")).astype(int)
+                out.append(int(((a[..., 0] == 255) & (a[..., 1] == 0) & (a[..., 2] == 255)).sum()))
+        return out
+
+    assert sum(body_pixels("fp")) == 0 and sum(body_pixels("back")) > 0
 
 
 def test_stage2_rotations_do_not_spin_between_keys(turning):
