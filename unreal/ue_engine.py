@@ -70,9 +70,9 @@ class UnrealPieEngine:
         needs from the running world: bounds, player starts, the largest colliding actors.
 
         Every actor with colliding components counts (static meshes, Landscape, instanced
-        foliage and Blueprint actors alike; pawns, cameras, volumes and info actors do not). In a World Partition
-        map only the loaded cells have actors; its runtime bounds (from the actor descriptors,
-        loaded or not) are added."""
+        foliage and Blueprint actors alike; pawns, cameras, volumes and info actors do not).
+        In a World Partition map only the loaded cells have actors; its runtime bounds (from
+        the actor descriptors, loaded or not) are added."""
         world = self.world()
         lo = [math.inf] * 3
         hi = [-math.inf] * 3
