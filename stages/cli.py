@@ -70,6 +70,12 @@ def cmd_lint(argv: list[str]) -> int:
     return rc
 
 
+def _unknown(cmd: str, argv: list[str], known: str) -> int:
+    print(f"usage: wmforge {cmd} {known} [args] (got {' '.join(argv) or 'nothing'})",
+          file=sys.stderr)
+    return 2
+
+
 def _stage_main(module: str, argv: list[str]) -> int:
     import importlib
 
@@ -90,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "lerobot": lambda a: _stage_main("lerobot_export", a),
         "report": lambda a: _stage_main("report", a),
         "node": lambda a: _stage_main("cluster.node_cli", a),
+        "unreal": lambda a: (_stage_main("unreal_smoke", a[1:]) if a[:1] == ["smoke"] else
+                             _unknown("unreal", a, "smoke")),
         # `cluster simulate` is the simulator's own CLI; the rest is cluster_cli
         "cluster": lambda a: (_stage_main("cluster.simulate.cli", a[1:])
                               if a[:1] == ["simulate"] else _stage_main("cluster.cluster_cli", a)),
@@ -106,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
               "  node run|slots|snapshots   the node runner: Stage I + II on every slot of this "
               "machine; its slot plan; failure snapshots by reason\n"
               "  cluster up|run|status|health|down|upload|s3-local   production over Ray + S3\n"
-              "  cluster simulate   the 25 x 8 cluster simulation report (predictions)")
+              "  cluster simulate   the 25 x 8 cluster simulation report (predictions)\n"
+              "  unreal smoke    one hour on a real UE 5.6 node: the checks of docs/unreal.md, "
+              "a JSON report")
         return 0 if argv and argv[0] in ("-h", "--help") else 2
     return int(commands[argv[0]](argv[1:]) or 0)
 

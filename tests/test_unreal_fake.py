@@ -220,45 +220,54 @@ def stage2(stage1, tmp_path_factory):
 
 
 def test_stage2_sequence_keys_every_frame_with_explicit_scale(stage1, stage2) -> None:
+    """Two sequences per trajectory (the four third-person views; fp with the character out of
+    the main pass); the character keyed at its feet and turned by yaw + the model's
+    correction (its root component is the mesh: nothing set on it survives the track)."""
     assert stage2["rc"] == 0, stage2["ed"].log_lines[-5:]
     ed = stage2["ed"]
     pkg = f"/Game/Wmforge/Sequences/{stage2['inst'].name}"
-    assert sorted(ed.deleted) == sorted(f"{pkg}/{j['name']}.{j['name']}"
-                                        for j in stage2["spec"]["jobs"])  # cleaned up
+    names = [f"{j['name']}_{p}" for j in stage2["spec"]["jobs"] for p in ("views", "fp")]
+    assert sorted(ed.deleted) == sorted(f"{pkg}/{n}.{n}" for n in names)  # cleaned up
     for job in stage2["spec"]["jobs"]:
-        seq = ed.sequences[f"{pkg}/{job['name']}.{job['name']}"]
         frames = pd.read_parquet(Path(job["traj_dir"]) / "frames.parquet")
         cams = pd.read_parquet(Path(job["traj_dir"]) / "cameras.parquet")
+        meta = json.loads((Path(job["traj_dir"]) / "meta.json").read_text())
+        corr = float(meta["character"]["yaw_correction_deg"] or 0.0)
         n = len(frames)
-        assert (seq.start, seq.end, seq.display_rate.numerator) == (0, n, 30)
-        char = next(b for b in seq.bindings if isinstance(b.object, fu.SkeletalMeshActor))
-        ch = {c.get_name(): c.keys for c in char.transform().channels}
-        assert all(sorted(ch[k]) == list(range(n)) for k in ch)  # 9 channels x every frame
-        assert [ch["Scale.X"][k] for k in range(n)] == frames["scale_x"].tolist()
-        hh = (frames["capsule_radius_m"][0] + frames["capsule_half_height_m"][0]) * 100
-        assert ch["Location.Y"][5] == pytest.approx(-frames["pos_y"][5] * 100)
-        assert ch["Location.Z"][5] == pytest.approx(frames["pos_z"][5] * 100 + hh)
-        assert ch["Rotation.Z"][5] == pytest.approx(-((frames["yaw_deg"][5] + 180) % 360 - 180))
-        comp = char.object.skeletal_mesh_component
-        assert comp.relative_location.z == pytest.approx(-hh)  # mesh offset from the capsule
-        # animation sections cover the frames; root bone locked
-        anim = next(t for t in char.tracks if isinstance(t, fu.MovieSceneSkeletalAnimationTrack))
-        assert anim.sections and all(s.params.animation.get_editor_property("force_root_lock")
-                                     for s in anim.sections)
-        cams_b = [b for b in seq.bindings if isinstance(b.object, fu.CineCameraActor)]
-        assert sorted(b.object.label for b in cams_b) == sorted(VIEWS)
-        for b in cams_b:
-            rows = cams[cams["view"] == b.object.label].sort_values("frame")
-            cc = {c.get_name(): c.keys for c in b.transform().channels}
-            assert sorted(cc["Location.X"]) == list(range(n))
-            assert cc["Location.Y"][7] == pytest.approx(-rows["pos_y"].iloc[7] * 100)
-            f, _r, _u = fu.camera_basis(fu.Rotator(cc["Rotation.X"][7], cc["Rotation.Y"][7],
-                                                   cc["Rotation.Z"][7]))
-            w, x, y, z = (rows[c].iloc[7] for c in ("rot_w", "rot_x", "rot_y", "rot_z"))
-            fwd_cv = (2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y))
-            assert f == pytest.approx(fwd_cv, abs=1e-6)  # looks where the contract says
-        cut = next(t for t in seq.tracks if isinstance(t, fu.MovieSceneCameraCutTrack))
-        assert cut.sections[0].range == (0, n) and cut.sections[0].camera in cams_b
+        for pass_name, views in (("views", ("back", "left", "right", "top")), ("fp", ("fp",))):
+            name = f"{job['name']}_{pass_name}"
+            seq = ed.sequences[f"{pkg}/{name}.{name}"]
+            assert (seq.start, seq.end, seq.display_rate.numerator) == (0, n, 30)
+            char = next(b for b in seq.bindings if isinstance(b.object, fu.SkeletalMeshActor))
+            assert char.object.skeletal_mesh_component.render_in_main_pass == (pass_name ==
+                                                                               "views")
+            ch = {c.get_name(): c.keys for c in char.transform().channels}
+            assert all(sorted(ch[k]) == list(range(n)) for k in ch)  # 9 channels x every frame
+            assert [ch["Scale.X"][k] for k in range(n)] == frames["scale_x"].tolist()
+            assert ch["Location.Y"][5] == pytest.approx(-frames["pos_y"][5] * 100)
+            assert ch["Location.Z"][5] == pytest.approx(frames["pos_z"][5] * 100)  # the feet
+            want = -(frames["yaw_deg"][5] + corr)
+            assert (ch["Rotation.Z"][5] - want) % 360 == pytest.approx(0.0, abs=1e-6) or \
+                (ch["Rotation.Z"][5] - want) % 360 == pytest.approx(360.0, abs=1e-6)
+            # animation sections cover the frames; root bone locked
+            anim = next(t for t in char.tracks
+                        if isinstance(t, fu.MovieSceneSkeletalAnimationTrack))
+            assert anim.sections and all(s.params.animation.get_editor_property(
+                "force_root_lock") for s in anim.sections)
+            cams_b = [b for b in seq.bindings if isinstance(b.object, fu.CineCameraActor)]
+            assert sorted(b.object.label for b in cams_b) == sorted(views)
+            for b in cams_b:
+                rows = cams[cams["view"] == b.object.label].sort_values("frame")
+                cc = {c.get_name(): c.keys for c in b.transform().channels}
+                assert sorted(cc["Location.X"]) == list(range(n))
+                assert cc["Location.Y"][7] == pytest.approx(-rows["pos_y"].iloc[7] * 100)
+                f, _r, _u = fu.camera_basis(fu.Rotator(cc["Rotation.X"][7], cc["Rotation.Y"][7],
+                                                       cc["Rotation.Z"][7]))
+                w, x, y, z = (rows[c].iloc[7] for c in ("rot_w", "rot_x", "rot_y", "rot_z"))
+                fwd_cv = (2 * (x * z + w * y), 2 * (y * z - w * x), 1 - 2 * (x * x + y * y))
+                assert f == pytest.approx(fwd_cv, abs=1e-6)  # looks where the contract says
+            cut = next(t for t in seq.tracks if isinstance(t, fu.MovieSceneCameraCutTrack))
+            assert cut.sections[0].range == (0, n) and cut.sections[0].camera in cams_b
 
 
 def test_stage2_removes_auto_play_actors_and_sets_mrq_from_config(stage2) -> None:
@@ -266,9 +275,10 @@ def test_stage2_removes_auto_play_actors_and_sets_mrq_from_config(stage2) -> Non
     assert json.loads((inst / "sanitized.json").read_text()) == {"removed": ["Intro"]}
     assert [a.label for a in ed.editor_world.actors if isinstance(a, fu.LevelSequenceActor)
             ] == ["Manual"]
-    assert len(ed.renders) == len(spec["jobs"])
+    assert len(ed.renders) == 2 * len(spec["jobs"])  # the views job and the fp job
     st = spec["settings"]
-    for (jobs, ex), job in zip(ed.renders, spec["jobs"], strict=True):
+    for (jobs, ex), job in zip(ed.renders, [j for j in spec["jobs"] for _ in (0, 1)],
+                               strict=True):
         (mj,) = jobs
         s = mj.config.settings
         aa = s[fu.MoviePipelineAntiAliasingSetting]
@@ -282,10 +292,11 @@ def test_stage2_removes_auto_play_actors_and_sets_mrq_from_config(stage2) -> Non
         assert s[fu.MoviePipelineGameOverrideSetting].flush_streaming_managers
         cv = s[fu.MoviePipelineConsoleVariableSetting].cvars
         assert cv["r.Streaming.PoolSize"] == 4096 and cv["r.Streaming.FullyLoadUsedTextures"] == 1
-        assert ex.allow_unsaved and mj.map.path == MAP
+        assert ex.allow_unsaved and mj.map.path == MAP + ".Course"  # an object path
     rendered = [json.loads(x) for x in (inst / "rendered.jsonl").read_text().splitlines()]
     assert [r["trajectory"] for r in rendered] == [j["name"] for j in spec["jobs"]]
-    assert all(r["ok"] and r["mrq"]["spatial_samples"] == 3 for r in rendered)
+    assert all(r["ok"] and r["mrq"][p]["spatial_samples"] == 3 for r in rendered
+               for p in ("views", "fp"))
     assert sum("wmforge: stage2: rendered" in x for x in ed.log_lines) == len(spec["jobs"])
     assert (inst / "ENGINE_DONE").exists() and ed.calls[-1] == "quit_editor"
 
@@ -350,7 +361,8 @@ def test_a_camera_taken_by_a_level_sequence_is_found_in_the_frames(stage1, tmp_p
 
 def test_crash_mid_render_leaves_only_finished_trajectories(stage1, tmp_path, monkeypatch,
                                                             capsys) -> None:
-    """The fake editor process crashes (SIGSEGV) after MRQ finished the first job; the launcher
+    """The fake editor process crashes (SIGSEGV) after MRQ finished the first trajectory (its
+    views job and its fp job); the launcher
     had verified, encoded and published that one; recovery keeps it and nothing else.
     The launcher runs here with a non-root uid (Unreal refuses root; this machine's Python is
     readable by root only, so no other user can run it)."""
@@ -362,7 +374,7 @@ def test_crash_mid_render_leaves_only_finished_trajectories(stage1, tmp_path, mo
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     inst, spec = stage2_instance(tmp_path, stage1)
     world = {"maps": {MAP: {"file": str(stage1["course"]), "level_id": "test/course"}},
-             "meshes": list(MESHES), "animations": list(ANIMS), "crash_after_jobs": 1,
+             "meshes": list(MESHES), "animations": list(ANIMS), "crash_after_jobs": 2,
              "refuse_root": False}
     (tmp_path / "world.json").write_text(json.dumps(world))
     editor = tmp_path / "UnrealEditor-Cmd"

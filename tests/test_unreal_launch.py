@@ -34,7 +34,7 @@ def test_stage1_command_line() -> None:
     argv = command_line(CFG, "stage1", "/Game/City/Maps/Downtown", 1, fps=30)
     assert argv == [
         CFG.editor, CFG.project, "/Game/City/Maps/Downtown",
-        f"-ExecutePythonScript={SCRIPTS / 'stage1_pie.py'}",
+        f'-ExecutePythonScript="{SCRIPTS / "stage1_pie.py"}"',
         "-unattended", "-nosplash", "-nosound", "-NoLoadingScreen", "-NoScreenMessages",
         "-stdout", "-FullStdOutLogOutput", "-log", "-RenderOffscreen", "-graphicsadapter=1",
         "-UseFixedTimeStep", "-FPS=30",
@@ -45,7 +45,7 @@ def test_stage1_command_line() -> None:
 def test_stage2_command_line_virtual_display_and_no_fixed_step() -> None:
     cfg = UnrealConfig(editor=CFG.editor, project=CFG.project, virtual_display=True)
     argv = command_line(cfg, "stage2", "/Game/City/Maps/Downtown", None)
-    assert argv[3] == f"-ExecutePythonScript={SCRIPTS / 'stage2_mrq.py'}"
+    assert argv[3] == f'-ExecutePythonScript="{SCRIPTS / "stage2_mrq.py"}"'
     assert "-RenderOffscreen" not in argv and "-UseFixedTimeStep" not in argv
     assert not any(a.startswith("-graphicsadapter") for a in argv)  # a CPU slot
     assert virtual_display_argv(slot_display(cfg, "g3s1"))[:2] == ["Xvfb", ":149"]
@@ -66,16 +66,20 @@ def test_adapter_by_uuid_in_vulkan_order() -> None:
 
 
 def test_adapter_fallback_is_found_in_the_log() -> None:
+    """Real line formats only (tests/data/unreal_logs/SOURCES.md); more in
+    tests/test_unreal_engine.py."""
     # a real UE 4.25 Linux line (adamrehn/pixel-streaming-linux issue 46)
     real = ("[2021.05.04-18.53.50:938][  0]LogVulkanRHI: Display: Using Device 0: Geometry 1 "
             "Tessellation 1\n")
     assert check_adapter(real, 0) == (True, real.strip())
     assert check_adapter(real, 2)[0] is False
-    ok = "[2025.01.01-00.00.01:000][  0]LogVulkanRHI: Display: Chosen device index: 1\n"
+    ok = ("[2025.01.01-00.00.01:000][  0]LogVulkanRHI: Using device at index 1 of 2 as "
+          "specfified by command line...\n")
     assert check_adapter(ok, 1) == (True, ok.strip())
     assert check_adapter(ok, 0)[0] is False
-    warn = ("[2025.01.01-00.00.01:000][  0]LogVulkanRHI: Warning: Explicit graphics adapter "
-            "index 7 is out of range, using the default device\n")
+    warn = ("[2025.01.01-00.00.01:000][  0]LogVulkanRHI: Warning: Tried to use graphics adapter "
+            "at index 7 as specified by command line, but only 2 Adapter(s) found. Falling back "
+            "to first device...\n")
     assert check_adapter(warn + ok, 1)[0] is False
     assert check_adapter("LogInit: Display: nothing about devices\n", 1) == (None, "")
 
@@ -154,7 +158,8 @@ def test_node_runner_slot_with_engine_unreal(tmp_path) -> None:
     assert snap["log_reason"] == "run_as_root" and snap["stage"] == "stage1"
     log = (Path(snap["path"]) / "engine.log").read_text()
     assert f"{editor} /srv/R/R.uproject /Game/City/Maps/Downtown " \
-           f"-ExecutePythonScript={SCRIPTS / 'stage1_pie.py'}" in log
+           '-ExecutePythonScript="' in log and '/unreal/stage1_pie.py"' in log \
+        and 'wmforge-editor-py-' in log
     assert "-UseFixedTimeStep -FPS=30" in log and "unprivileged user 'render'" in log
 
 
@@ -231,7 +236,7 @@ def _run_as_nobody(tmp_path: Path, nobody) -> None:
     editor.chmod(0o755)
     tmp_path.chmod(0o755)
     user = engine_user(UnrealConfig(run_as="nobody"), [inst])
-    assert user == (nobody.pw_uid, nobody.pw_gid)
+    assert user == (nobody.pw_uid, nobody.pw_gid, os.getgrouplist("nobody", nobody.pw_gid))
     assert (inst / "frames").stat().st_uid == nobody.pw_uid
     rc, text = run_editor([str(editor), str(inst)], {"PATH": "/usr/bin:/bin"}, user=user)
     assert rc == 0 and f"uid={nobody.pw_uid}" in text and f"home={nobody.pw_dir}" in text

@@ -40,7 +40,8 @@ from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller  # no
 
 PHASES = ("open_map", "start_pie", "wait_pie", "run", "stop_pie", "wait_stop", "quit")
 PIE_WAIT_FRAMES = 3000  # frames to wait for the PIE world before giving up (a log line says so)
-HEARTBEAT_EVERY = 30
+HEARTBEAT_EVERY = 30  # frames between heartbeats, in every phase (the node runner watches it)
+FIXED_STEP_TOLERANCE = 1e-3  # relative: the world's step must be 1/fps
 
 
 def log(msg: str) -> None:
@@ -78,7 +79,6 @@ class Stage1Driver:
         self.pending: dict | None = None
         self.error = ""
         self.handle: object | None = None
-        self.fixed_step_warned = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -93,6 +93,8 @@ class Stage1Driver:
         self.frames += 1
         if self.phase not in self.phases_seen:
             self.phases_seen.append(self.phase)
+        if self.frames == 1 or self.frames % HEARTBEAT_EVERY == 0:
+            self._heartbeat()
         try:
             getattr(self, f"_on_{self.phase}")(delta_seconds)
         except Exception as exc:  # noqa: BLE001 - a failure is a row and a clean shutdown
@@ -111,6 +113,14 @@ class Stage1Driver:
                                 "reason": reason, "detail": detail}) + "\n")
         unreal.log_error(f"wmforge: stage1: {reason}: {detail}")
         self.phase = "stop_pie" if self._in_pie() else "quit"
+
+    def _heartbeat(self) -> None:
+        """The file the node runner watches: it changes in every phase (loading the map and
+        waiting for PIE take many frames before the first trajectory)."""
+        try:
+            Path(self.spec["heartbeat"]).write_text(f"{self.frames} {self.phase}\n")
+        except OSError as exc:  # a heartbeat that cannot be written is a log line, not a crash
+            unreal.log_warning(f"wmforge: stage1: heartbeat: {exc}")
 
     def _in_pie(self) -> bool:
         le = self.level_editor
@@ -134,6 +144,7 @@ class Stage1Driver:
         self.waited += 1
         ues = unreal.get_editor_subsystem(unreal.UnrealEditorSubsystem)
         if self._in_pie() and ues is not None and ues.get_game_world() is not None:
+            self.engine.remove_foreign_pawns()
             self.ctrl = controller(self.engine, self.spec)
             self.phase = "run"
         elif self.waited > PIE_WAIT_FRAMES:
@@ -143,10 +154,13 @@ class Stage1Driver:
         ctrl = self.ctrl
         assert ctrl is not None
         fps = self.spec["fps"]
-        if not self.fixed_step_warned and abs(dt * fps - 1.0) > 0.01:
-            self.fixed_step_warned = True
-            unreal.log_warning(f"wmforge: stage1: frame step {dt:.5f} s, expected 1/{fps} "
-                               "(is -UseFixedTimeStep -FPS set?)")
+        # the world's step, not ``dt``: Slate's post-tick gets wall-clock time even with a fixed
+        # engine step, so only the world tells whether -UseFixedTimeStep -FPS took effect
+        step = unreal.GameplayStatics.get_world_delta_seconds(self.engine.world())
+        if abs(step * fps - 1.0) > FIXED_STEP_TOLERANCE:
+            self._fail("fixed_step_missing", f"the PIE world stepped {step:.6f} s, expected 1/{fps}"
+                       f" s: start the editor with -UseFixedTimeStep -FPS={fps}")
+            return
         if self.pending is not None:  # the state the last recorded input produced
             self._patch(self.pending)
             self.pending = None
@@ -158,8 +172,6 @@ class Stage1Driver:
         after = getattr(ctrl, "frames", None)
         if after is frames_obj and after is not None and len(after) == before + 1:
             self.pending = after[-1]
-        if ctrl.ticks % HEARTBEAT_EVERY == 0:
-            Path(self.spec["heartbeat"]).write_text(f"{ctrl.ticks}\n")
         while self.published < len(ctrl.results):
             ue_publish.publish(ctrl.results[self.published], self.spec, log)
             self.published += 1

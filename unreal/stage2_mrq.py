@@ -2,12 +2,21 @@
 trajectory folders named in the instance spec (``WMFORGE_SPEC`` = ``instance.json``).
 
 Per Slate post-tick, one step: sanitise the level (auto-playing sequence actors removed and
-recorded) → for each trajectory: build its Level Sequence (:mod:`ue_sequence`), queue one MRQ
-job (spatial/temporal samples and warm-up from the ``render`` config, PNG or EXR per camera at
-the preset resolution, texture streaming fully loaded), render it with the PIE executor; the
-executor's finished/errored callbacks append a line to ``rendered.jsonl`` (the launcher on the
-node side verifies the frames, encodes them and writes the progress line) → ``ENGINE_DONE`` →
-quit the editor.
+recorded) → for each trajectory, two MRQ jobs (:data:`PASSES`), each a Level Sequence of its
+own (:mod:`ue_sequence`) rendered with the PIE executor: spatial/temporal samples and warm-up
+from the ``render`` config, PNG or EXR per camera at the preset resolution, texture streaming
+fully loaded, MRQ's samples as the only anti-aliasing → when both finished, the executor's
+callbacks have appended a line to ``rendered.jsonl`` (the launcher on the node side verifies
+the frames, encodes them and writes the progress line) → ``ENGINE_DONE`` → quit the editor.
+
+Why two jobs: MRQ renders all cameras of a job from one world state, and the first-person
+camera sits inside the character's head. The ``fp`` job renders only that camera, with the
+character keyed and animated as in the other job but left out of the main pass
+(``set_render_in_main_pass(False)``: its shadow and reflections stay, as in the embedded
+engine's first-person view). Owner-no-see was the alternative; it hides a component only in
+views whose view actor owns it (a possessing player's camera), and MRQ's render-all-cameras
+views are CineCameraActors that own nothing, so it would hide nothing. The price is a second
+job start (PIE world and warm-up) per trajectory.
 """
 
 from __future__ import annotations
@@ -24,14 +33,20 @@ for _p in (str(HERE), str(HERE.parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import ue_paths  # noqa: E402
 import ue_sequence  # noqa: E402
 
 import unreal  # noqa: E402
+from stages.core.trajectory import VIEWS  # noqa: E402
 
 PACKAGE = "/Game/Wmforge/Sequences"  # + the instance: a package of its own per run
 FILE_NAME_FORMAT = "{camera_name}/{frame_number}"
 RENDERED = "rendered.jsonl"
 MAX_ERRORS_IN_A_ROW = 3  # frames that fail one after another before the editor quits
+# (name, cameras, character drawn in the main pass) of the MRQ jobs of one trajectory
+PASSES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("views", tuple(v for v in VIEWS if v != "fp"), True),
+    ("fp", ("fp",), False))
 
 
 def log(msg: str) -> None:
@@ -65,8 +80,15 @@ def configure_job(job: unreal.MoviePipelineExecutorJob, settings: dict, ucfg: di
     aa.spatial_sample_count = int(settings["spatial_samples"])
     aa.temporal_sample_count = int(settings["temporal_samples"])
     aa.render_warm_up_count = int(settings["warmup_frames"])
-    aa.engine_warm_up_count = int(ucfg.get("engine_warmup_frames", 0))
+    aa.engine_warm_up_count = int(ucfg.get("engine_warmup_frames", 32))
+    # the warm-up frames are rendered (not only ticked): Lumen's caches, virtual shadow maps
+    # and eye adaptation build up over rendered frames, so frame 0 is not a cold picture
+    aa.render_warm_up_frames = True
     aa.use_camera_cut_for_warm_up = False
+    # MRQ's spatial/temporal samples are the anti-aliasing; the project's TSR/TAA on top would
+    # blur across samples and differ from the embedded views
+    aa.override_anti_aliasing = True
+    aa.anti_aliasing_method = unreal.AntiAliasingMethod.AAM_NONE
     cam = cfg.find_or_add_setting_by_class(unreal.MoviePipelineCameraSetting)
     cam.render_all_cameras = True
     cfg.find_or_add_setting_by_class(unreal.MoviePipelineDeferredPassBase)
@@ -81,7 +103,8 @@ def configure_job(job: unreal.MoviePipelineExecutorJob, settings: dict, ucfg: di
     return {"spatial_samples": aa.spatial_sample_count,
             "temporal_samples": aa.temporal_sample_count,
             "render_warm_up_count": aa.render_warm_up_count,
-            "engine_warm_up_count": aa.engine_warm_up_count,
+            "engine_warm_up_count": aa.engine_warm_up_count, "render_warm_up_frames": True,
+            "anti_aliasing_method": "none",
             "resolution": [int(settings["width"]), int(settings["height"])],
             "image_format": ucfg.get("image_format", "png"), "render_all_cameras": True}
 
@@ -92,6 +115,8 @@ class Stage2Driver:
         self.ucfg = spec.get("unreal") or {}
         self.jobs = list(spec["jobs"])
         self.k = -1
+        self.p = 0  # the pass of the current trajectory (PASSES)
+        self.data: tuple[list[dict], list[dict], dict] | None = None
         self.phase = "open_map"
         self.phases_seen: list[str] = []
         self.removed: list[str] = []
@@ -126,7 +151,7 @@ class Stage2Driver:
                 return
             if self.current is not None:
                 self._rendered(False, "mrq_error", f"{type(exc).__name__}: {exc}")
-            self.phase = "next" if self.phase in ("next", "wait") else "quit"
+            self.phase = "next" if self.phase in ("next", "pass", "wait") else "quit"
 
     # ------------------------------------------------------------------ phases
 
@@ -150,15 +175,31 @@ class Stage2Driver:
             self.phase = "quit"
             return
         job = self.jobs[self.k]
-        self.current = job
+        self.current, self.p, self.mrq = job, 0, {}
         traj = Path(job["traj_dir"])
         frames, cams = ue_sequence.read_trajectory(traj)
-        meta = json.loads((traj / "meta.json").read_text())
+        self.data = (frames, cams, json.loads((traj / "meta.json").read_text()))
+        self.phase = "pass"
+        self._on_pass()
+
+    def _on_pass(self) -> None:
+        """Build and render pass ``self.p`` of the current trajectory."""
+        self._cleanup()
+        job, data = self.current, self.data
+        assert job is not None and data is not None
+        frames, cams, meta = data
+        pass_name, views, in_main_pass = PASSES[self.p]
         st = self.spec["settings"]
         package = f"{PACKAGE}/{re.sub(r'[^A-Za-z0-9_]', '_', self.inst.name)}"
         seq, self.spawned = ue_sequence.build_sequence(
-            job["name"], package, frames, cams, meta, int(st["width"]), int(st["height"]), log)
+            f"{job['name']}_{pass_name}", package, frames, cams, meta, int(st["width"]),
+            int(st["height"]), log, views=views, character_in_main_pass=in_main_pass)
         self.sequence = seq
+        if self.spec.get("smoke_probe"):  # wmforge unreal smoke: what the keys do, read back
+            rows = ue_sequence.probe(seq, self.spawned, frames, meta, pass_name, log)
+            with open(self.inst / "probe.jsonl", "a") as f:
+                for row in rows:
+                    f.write(json.dumps({"trajectory": job["name"], **row}) + "\n")
         subsystem = unreal.get_editor_subsystem(unreal.MoviePipelineQueueSubsystem)
         if subsystem is None:
             raise RuntimeError("MoviePipelineQueueSubsystem unavailable (Movie Render Queue "
@@ -166,17 +207,19 @@ class Stage2Driver:
         queue = subsystem.get_queue()
         queue.delete_all_jobs()
         mjob = queue.allocate_new_job(unreal.MoviePipelineExecutorJob)
-        mjob.job_name = job["name"]
-        mjob.map = unreal.SoftObjectPath(str(self.spec["ue_map"]))
+        mjob.job_name = f"{job['name']}:{pass_name}"
+        mjob.map = unreal.SoftObjectPath(ue_paths.map_object_path(str(self.spec["ue_map"])))
         mjob.sequence = unreal.SoftObjectPath(seq.get_path_name())
-        self.mrq = configure_job(mjob, st, self.ucfg, self.inst / "frames" / job["name"],
-                                 int(meta["fps"]))
+        self.mrq[pass_name] = dict(configure_job(
+            mjob, st, self.ucfg, self.inst / "frames" / job["name"], int(meta["fps"])),
+            cameras=list(views), character_in_main_pass=in_main_pass)
         ex = unreal.MoviePipelinePIEExecutor()
         ex.set_allow_using_unsaved_levels(True)  # the sanitised level is not saved
         ex.on_executor_finished_delegate.add_callable(self._on_finished)
         ex.on_executor_errored_delegate.add_callable(self._on_errored)
         self.executor, self.finished, self.errors = ex, None, []
-        log(f"wmforge: stage2: rendering {job['name']} ({len(frames)} frames)")
+        log(f"wmforge: stage2: rendering {job['name']} pass {pass_name} {list(views)} "
+            f"({len(frames)} frames)")
         subsystem.render_queue_with_executor_instance(ex)
         self.phase = "wait"
 
@@ -184,7 +227,12 @@ class Stage2Driver:
         if self.finished is None:
             return
         ok = self.finished and not self.errors
-        self._rendered(ok, "" if ok else "mrq_error", "; ".join(self.errors))
+        if ok and self.p + 1 < len(PASSES):
+            self.p += 1
+            self.phase = "pass"
+            return
+        self._rendered(ok, "" if ok else "mrq_error",
+                       f"pass {PASSES[self.p][0]}: " + "; ".join(self.errors) if not ok else "")
         self.phase = "next"
 
     def _on_quit(self) -> None:
@@ -230,8 +278,12 @@ class Stage2Driver:
                 actors.destroy_actor(a)
         self.spawned = []
         if self.sequence is not None:
-            unreal.EditorAssetLibrary.delete_loaded_asset(self.sequence)
-            self.sequence = None
+            seq, self.sequence = self.sequence, None
+            path = seq.get_path_name()
+            if not unreal.EditorAssetLibrary.delete_loaded_asset(seq):
+                # still referenced or not deletable: left for the next run's new_sequence, which
+                # deletes a sequence in its way by path; say so in the log
+                unreal.log_warning(f"wmforge: stage2: sequence {path} was not deleted")
 
 
 def main() -> Stage2Driver:

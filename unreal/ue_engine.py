@@ -12,6 +12,13 @@ movement component runs (it does nothing without a controller) and ``add_movemen
 it. A pre-placed auto-possessed pawn would mean editing every third-party level and fixing one
 model per level; ``GameModeBase.spawn_default_pawn_at_transform`` spawns the game mode's default
 pawn class, not the character of the trajectory.
+
+PIE keeps the level's GameMode: its default pawn stands on the first PlayerStart (a spawn
+candidate) with collision. :meth:`UnrealPieEngine.remove_foreign_pawns` destroys every pawn
+that is not ours before the first spawn; the player controller stays (World Partition streams
+around it) and its view target follows our character (:meth:`spawn_character`), so the cells
+around the character are the ones loaded. The recorded yaw is the body's: the pawn does not take
+the controller's yaw and does not turn toward its movement (Blueprint characters often do).
 """
 
 from __future__ import annotations
@@ -60,15 +67,26 @@ class UnrealPieEngine:
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
                    up_axis: str | None = None) -> LevelInfo:
         """The map was opened by the editor and PIE started by the driver; read what Stage I
-        needs from the running world: bounds, player starts, the largest static meshes."""
+        needs from the running world: bounds, player starts, the largest colliding actors.
+
+        Every actor with colliding components counts (static meshes, Landscape, instanced
+        foliage and Blueprint actors alike; pawns, cameras, volumes and info actors do not).
+        In a World Partition map only the loaded cells have actors; its runtime bounds (from
+        the actor descriptors, loaded or not) are added."""
         world = self.world()
         lo = [math.inf] * 3
         hi = [-math.inf] * 3
         big: list[tuple[float, Vec3]] = []
         tris = 0
         for actor in unreal.GameplayStatics.get_all_actors_of_class(
-                world, unreal.StaticMeshActor.static_class()):
+                world, unreal.Actor.static_class()):
+            if isinstance(actor, (unreal.Pawn, unreal.CameraActor, unreal.Controller,
+                                  unreal.PlayerStart, unreal.Volume, unreal.Info)):
+                continue  # not level geometry (volumes' brushes overlap: a post-process
+                #           volume can be far larger than the level)
             origin, extent = actor.get_actor_bounds(True)
+            if not any((origin.x, origin.y, origin.z, extent.x, extent.y, extent.z)):
+                continue  # nothing that collides (an empty box)
             c = ue_frame.from_ue_location((origin.x, origin.y, origin.z))
             e = ue_frame.from_ue_extent((extent.x, extent.y, extent.z))
             for k in range(3):
@@ -76,8 +94,14 @@ class UnrealPieEngine:
                 hi[k] = max(hi[k], c[k] + e[k])
             big.append((e[0] * e[1] * e[2], c))
             tris += 1
+        wp = unreal.WorldPartitionBlueprintLibrary.get_runtime_world_bounds()
+        if wp.is_valid:
+            for corner in (wp.min, wp.max):
+                p = ue_frame.from_ue_location((corner.x, corner.y, corner.z))
+                for k in range(3):
+                    lo[k], hi[k] = min(lo[k], p[k]), max(hi[k], p[k])
         if not big:
-            raise RuntimeError(f"level {level_id}: no static mesh actors in the PIE world")
+            raise RuntimeError(f"level {level_id}: no colliding actors in the PIE world")
         starts = []
         for ps in unreal.GameplayStatics.get_all_actors_of_class(world,
                                                               unreal.PlayerStart.static_class()):
@@ -89,6 +113,21 @@ class UnrealPieEngine:
         return LevelInfo(level_id, (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2]),
                          player_starts=starts, large_objects=[c for _, c in big[:LARGE_OBJECTS]],
                          triangles=tris)
+
+    def remove_foreign_pawns(self) -> list[str]:
+        """Destroy the pawns PIE brought (the GameMode's default pawn on the first PlayerStart);
+        returns their names."""
+        world = self.world()
+        gone = []
+        for p in unreal.GameplayStatics.get_all_actors_of_class(world,
+                                                             unreal.Pawn.static_class()):
+            if p is self._pawn:
+                continue
+            gone.append(p.get_name())
+            p.destroy_actor()
+        if gone:
+            self._log(f"wmforge: stage1: removed the level's pawns from PIE: {gone}")
+        return gone
 
     # ------------------------------------------------------------------ character
 
@@ -138,7 +177,10 @@ class UnrealPieEngine:
             raise RuntimeError(f"character {spec.character_id}: spawn_ai_from_class returned "
                                f"{pawn!r}, expected a Character")
         pawn.capsule_component.set_capsule_size(r_cm, hh_cm)
+        # the yaw we set is the body's: not the controller's, not toward the movement
+        pawn.use_controller_rotation_yaw = False
         move = pawn.character_movement
+        move.orient_rotation_to_movement = False
         move.max_walk_speed = ue_frame.to_ue_length(spec.walk_speed)
         move.max_step_height = ue_frame.to_ue_length(spec.step_height)
         move.set_walkable_floor_angle(spec.max_slope_deg)
@@ -159,6 +201,10 @@ class UnrealPieEngine:
         mesh.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
             spec.yaw_correction_deg)), False, False)
         self._pawn, self._spec = pawn, spec
+        # World Partition streams around the player controller's view point: make it ours
+        pc = unreal.GameplayStatics.get_player_controller(world, 0)
+        if pc is not None:
+            pc.set_view_target_with_blend(pawn, 0.0)
 
     def observed_capsule(self) -> tuple[float, float]:
         """(radius, half cylinder height), m, of the capsule the engine really uses for the

@@ -68,6 +68,24 @@ def _wrap(a: float) -> float:
     return (a + 180.0) % 360.0 - 180.0
 
 
+def unwrap_angle(prev: float | None, a: float) -> float:
+    """``a`` plus the multiple of 360° nearest to ``prev`` (degrees): Sequencer interpolates a
+    Rotator channel as a plain number, so keys 179° then -179° would turn through 0° at every
+    sub-frame sample; keyed unwrapped (179°, 181°) they turn the short way."""
+    if prev is None:
+        return a
+    return prev + _wrap(a - prev)
+
+
+def unwrap_rotator(prev: tuple[float, float, float] | None, rot: Sequence[float]
+                   ) -> tuple[float, float, float]:
+    """(roll, pitch, yaw) with each angle unwrapped against the previous key's."""
+    if prev is None:
+        return (float(rot[0]), float(rot[1]), float(rot[2]))
+    return (unwrap_angle(prev[0], rot[0]), unwrap_angle(prev[1], rot[1]),
+            unwrap_angle(prev[2], rot[2]))
+
+
 # ---------------------------------------------------------------- rotators (Unreal's matrix)
 
 def ue_axes(roll: float, pitch: float, yaw: float) -> tuple[Vec3, Vec3, Vec3]:

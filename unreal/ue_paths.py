@@ -21,3 +21,13 @@ def object_path(path: str, near: str = "") -> str:
         raise ValueError(f"{path}: not inside a pack's Content folder and not a /Game/ path")
     k = len(p.parts) - 1 - p.parts[::-1].index("Content")
     return "/Game/" + str(PurePosixPath(*p.parts[k + 1:]).with_suffix(""))
+
+
+def map_object_path(path: str) -> str:
+    """A map's package path (``/Game/City/Maps/Downtown``, what the editor opens) → its object
+    path (``/Game/City/Maps/Downtown.Downtown``), what a SoftObjectPath names (MRQ's job.map);
+    an object path passes unchanged."""
+    last = path.rsplit("/", 1)[-1]
+    if not path.startswith("/") or not last:
+        raise ValueError(f"{path!r}: not an Unreal package path such as /Game/Maps/Level")
+    return path if "." in last else f"{path}.{last}"

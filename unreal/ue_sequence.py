@@ -1,11 +1,17 @@
 """Stage II in the editor: a recorded trajectory as a Level Sequence (paper §7.2).
 
 One character (a SkeletalMeshActor) with Location/Rotation/Scale keys on every frame — scale
-always written — and its mesh offset down by the recorded capsule (the contract position is the
-capsule bottom; the actor is keyed at the capsule centre the engine used); the animation chosen
-from the recorded action with the root bone locked so root motion cannot fight the keys; five
-CineCameraActors with the recorded poses and field of view; a camera-cut track (MRQ renders the
-other cameras with render_all_cameras). Conversions: :mod:`ue_frame` only.
+always written. A SkeletalMeshActor's root component IS its SkeletalMeshComponent, and the
+transform track sets that root every frame, so nothing may be set on the component itself (an
+offset or a turn there is overwritten): the keys are the transform the mesh needs — the
+recorded feet position (the mesh's origin is at its feet, as Stage I places it in the capsule)
+and the recorded yaw plus the model's yaw correction. Rotation keys are unwrapped (each angle
+within 180° of the previous key's): Sequencer interpolates Euler channels as numbers, and MRQ's
+temporal samples land between keys. The animation is chosen from the recorded action with the
+root bone locked so root motion cannot fight the keys; the CineCameraActors of the requested
+views carry the recorded poses and field of view, with depth of field off (a CineCamera's
+default focus blurs the character); a camera-cut track (MRQ renders the other cameras with
+render_all_cameras). Conversions: :mod:`ue_frame` only.
 """
 
 from __future__ import annotations
@@ -68,12 +74,43 @@ def transform_channels(binding: unreal.MovieSceneBindingProxy, n: int
 def key_transform(ch: dict[str, unreal.MovieSceneScriptingDoubleChannel], frame: int,
                   loc: tuple[float, float, float], rot: tuple[float, float, float],
                   scale: tuple[float, float, float]) -> None:
-    """Every component keyed, scale included (§7.2: an unkeyed scale was reset)."""
+    """Every component keyed, scale included (§7.2: an unkeyed scale was reset). ``rot`` is
+    (roll, pitch, yaw), already unwrapped against the previous key (:func:`key_track`)."""
     t = unreal.FrameNumber(frame)
     lin = unreal.MovieSceneKeyInterpolation.LINEAR
     unit = unreal.MovieSceneTimeUnit.DISPLAY_RATE
     for name, v in zip(TRANSFORM_CHANNELS, (*loc, *rot, *scale), strict=True):
         ch[name].add_key(t, float(v), 0.0, unit, lin)
+
+
+def key_track(ch: dict[str, unreal.MovieSceneScriptingDoubleChannel],
+              keys: list[tuple[int, tuple[float, float, float], tuple[float, float, float],
+                               tuple[float, float, float]]]) -> None:
+    """Key (frame, location, rotation, scale) rows in frame order, each rotation unwrapped
+    against the one before so no interpolated sample turns the long way round."""
+    prev: tuple[float, float, float] | None = None
+    for frame, loc, rot, scale in sorted(keys, key=lambda k: k[0]):
+        prev = ue_frame.unwrap_rotator(prev, rot)
+        key_transform(ch, frame, loc, prev, scale)
+
+
+def new_sequence(name: str, package: str, log: Any) -> unreal.LevelSequence:
+    """A new Level Sequence asset ``package/name``. One left there by an earlier run (a crashed
+    editor saved it and never deleted it) is deleted first: ``create_asset`` returns None for a
+    path that holds an asset."""
+    path = f"{package}/{name}"
+    if unreal.EditorAssetLibrary.does_asset_exist(path):
+        if not unreal.EditorAssetLibrary.delete_asset(path):
+            raise RuntimeError(f"{path}: a sequence left by an earlier run could not be deleted")
+        log(f"wmforge: stage2: deleted {path} left by an earlier run")
+    tools = unreal.AssetToolsHelpers.get_asset_tools()
+    seq = tools.create_asset(name, package, unreal.LevelSequence.static_class(),
+                             unreal.LevelSequenceFactoryNew())
+    if seq is None:
+        raise RuntimeError(f"{path}: create_asset returned None (an asset is in the way)")
+    if not isinstance(seq, unreal.LevelSequence):
+        raise RuntimeError(f"{path}: not created as a LevelSequence ({seq!r})")
+    return seq
 
 
 def action_runs(frames: list[dict]) -> list[tuple[int, int, str]]:
@@ -98,16 +135,16 @@ def lock_root(anim: unreal.AnimSequence, log: Any) -> None:
 
 
 def build_sequence(name: str, package: str, frames: list[dict], cameras: list[dict],
-                   meta: dict, width: int, height: int, log: Any
+                   meta: dict, width: int, height: int, log: Any,
+                   views: tuple[str, ...] = VIEWS, character_in_main_pass: bool = True
                    ) -> tuple[unreal.LevelSequence, list[unreal.Actor]]:
-    """The Level Sequence of one trajectory and the actors spawned for it."""
+    """The Level Sequence of one trajectory (its character and the cameras of ``views``) and
+    the actors spawned for it. ``character_in_main_pass=False``: the character is keyed and
+    animated as always but left out of the main pass (its shadow and reflections stay): the
+    first-person job (stage2_mrq)."""
     fps = int(meta["fps"])
     n = len(frames)
-    tools = unreal.AssetToolsHelpers.get_asset_tools()
-    seq = tools.create_asset(name, package, unreal.LevelSequence.static_class(),
-                             unreal.LevelSequenceFactoryNew())
-    if not isinstance(seq, unreal.LevelSequence):
-        raise RuntimeError(f"{package}/{name}: not created as a LevelSequence")
+    seq = new_sequence(name, package, log)
     seq.set_display_rate(unreal.FrameRate(fps, 1))
     seq.set_tick_resolution(unreal.FrameRate(fps, 1))
     seq.set_playback_start(0)
@@ -117,7 +154,7 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
         raise RuntimeError("EditorActorSubsystem unavailable")
     spawned: list[unreal.Actor] = []
 
-    # ---- the character
+    # ---- the character: keyed where its mesh stands (feet) and as its mesh faces
     ch = meta["character"]
     model = ue_paths.object_path(str(ch["model"]))
     mesh = unreal.EditorAssetLibrary.load_asset(model)
@@ -128,19 +165,17 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
     if not isinstance(actor, unreal.SkeletalMeshActor):
         raise RuntimeError("SkeletalMeshActor spawn failed")
     spawned.append(actor)
-    comp = actor.skeletal_mesh_component
+    comp = actor.skeletal_mesh_component  # the actor's root: the track sets its transform
     comp.set_skeletal_mesh_asset(mesh)
-    r, hh = float(frames[0]["capsule_radius_m"]), float(frames[0]["capsule_half_height_m"])
-    half_cm = ue_frame.ue_half_height_cm(r, hh)  # the capsule the engine used in Stage I (§7.2)
-    comp.set_relative_location(unreal.Vector(0.0, 0.0, -half_cm), False, False)
-    comp.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
-        float(ch.get("yaw_correction_deg") or 0.0))), False, False)
+    if not character_in_main_pass:
+        comp.set_render_in_main_pass(False)
+    correction = float(ch.get("yaw_correction_deg") or 0.0)
     binding = seq.add_possessable(actor)
     chans = transform_channels(binding, n)
-    for f in frames:
-        c = ue_frame.ue_center_from_feet((f["pos_x"], f["pos_y"], f["pos_z"]), half_cm)
-        key_transform(chans, int(f["frame"]), c, ue_frame.character_rotator(f["yaw_deg"]),
-                      (f["scale_x"], f["scale_y"], f["scale_z"]))
+    key_track(chans, [(int(f["frame"]),
+                       ue_frame.to_ue_location((f["pos_x"], f["pos_y"], f["pos_z"])),
+                       ue_frame.character_rotator(float(f["yaw_deg"]), correction),
+                       (f["scale_x"], f["scale_y"], f["scale_z"])) for f in frames])
     anims = ch.get("animations") or {}
     track = binding.add_track(unreal.MovieSceneSkeletalAnimationTrack.static_class())
     for a, b, action in action_runs(frames):
@@ -160,12 +195,12 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
         params.animation = anim
         sec.params = params
 
-    # ---- five cameras
+    # ---- the cameras of ``views``
     by_view: dict[str, list[dict]] = {v: [] for v in VIEWS}
     for row in cameras:
         by_view[str(row["view"])].append(row)
     first = None
-    for view in VIEWS:
+    for view in views:
         rows = sorted(by_view[view], key=lambda x: int(x["frame"]))
         cam = actors.spawn_actor_from_class(unreal.CineCameraActor.static_class(),
                                             unreal.Vector(0.0, 0.0, 0.0))
@@ -180,13 +215,16 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
         cc.filmback = fb
         fov = float(rows[0]["fov_deg"])
         cc.current_focal_length = SENSOR_WIDTH_MM / (2 * math.tan(math.radians(fov) / 2))
+        focus = cc.focus_settings  # the embedded views are sharp everywhere: no depth of field
+        focus.focus_method = unreal.CameraFocusMethod.DISABLE
+        cc.focus_settings = focus
         cb = seq.add_possessable(cam)
         cch = transform_channels(cb, n)
-        for row in rows:
-            loc = ue_frame.to_ue_location((row["pos_x"], row["pos_y"], row["pos_z"]))
-            rot = ue_frame.camera_rotator_from_cv_quat((row["rot_w"], row["rot_x"],
-                                                        row["rot_y"], row["rot_z"]))
-            key_transform(cch, int(row["frame"]), loc, rot, (1.0, 1.0, 1.0))
+        key_track(cch, [(int(row["frame"]),
+                         ue_frame.to_ue_location((row["pos_x"], row["pos_y"], row["pos_z"])),
+                         ue_frame.camera_rotator_from_cv_quat((row["rot_w"], row["rot_x"],
+                                                               row["rot_y"], row["rot_z"])),
+                         (1.0, 1.0, 1.0)) for row in rows])
         if first is None:
             first = cb
     assert first is not None
@@ -196,5 +234,47 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
         raise RuntimeError("camera cut track made a non-camera-cut section")
     cut.set_range(0, n)
     cut.set_camera_binding_id(seq.get_binding_id(first))
-    unreal.EditorAssetLibrary.save_loaded_asset(seq)
+    if not unreal.EditorAssetLibrary.save_loaded_asset(seq):
+        raise RuntimeError(f"{seq.get_path_name()}: could not be saved (MRQ loads it by path)")
     return seq, spawned
+
+
+def probe(seq: unreal.LevelSequence, spawned: list[unreal.Actor], frames: list[dict],
+          meta: dict, pass_name: str, log: Any) -> list[dict]:
+    """What the sequence does to the world, read back in the editor (the smoke test's
+    evidence, ``wmforge unreal smoke``): the sequence is opened in Sequencer and scrubbed to a
+    few frames; for each, the character's lowest point (its bounds, all components) against the
+    recorded feet, the direction it faces against recorded yaw + correction, whether it is in
+    the main pass, and whether the fp camera sits inside its bounds (the body would fill fp)."""
+    lib = unreal.LevelSequenceEditorBlueprintLibrary
+    if not lib.open_level_sequence(seq):
+        raise RuntimeError(f"{seq.get_path_name()}: Sequencer could not open it for the probe")
+    char = next(a for a in spawned if isinstance(a, unreal.SkeletalMeshActor))
+    fp = next((a for a in spawned if isinstance(a, unreal.CineCameraActor)
+               and a.get_actor_label() == "fp"), None)
+    correction = float(meta["character"].get("yaw_correction_deg") or 0.0)
+    rows = []
+    try:
+        n = len(frames)
+        for k in sorted({0, n // 2, n - 1}):
+            lib.set_current_time(k)
+            f = frames[k]
+            origin, extent = char.get_actor_bounds(False)
+            fwd = char.get_actor_forward_vector()
+            ue_yaw = math.degrees(math.atan2(fwd.y, fwd.x))
+            want = ue_frame.to_ue_yaw(float(f["yaw_deg"]) + correction)
+            row = {"pass": pass_name, "frame": k, "feet_z_m": float(f["pos_z"]),
+                   "lowest_z_m": ue_frame.from_ue_length(origin.z - extent.z),
+                   "yaw_error_deg": abs(((ue_yaw - want) + 180.0) % 360.0 - 180.0),
+                   "main_pass": bool(char.skeletal_mesh_component.get_editor_property(
+                       "render_in_main_pass"))}
+            if fp is not None:
+                c = fp.get_actor_location()
+                row["fp_camera_in_body"] = bool(
+                    abs(c.x - origin.x) <= extent.x and abs(c.y - origin.y) <= extent.y
+                    and abs(c.z - origin.z) <= extent.z)
+            rows.append(row)
+    finally:
+        lib.close_level_sequence()
+    log(f"wmforge: stage2: probe {pass_name}: {rows}")
+    return rows

@@ -132,9 +132,13 @@ class UnrealConfig:
     ini_overrides: list[str] = field(default_factory=list)
     # MRQ image sequence format: png (encoded by the node) or exr (kept, not encoded)
     image_format: str = "png"
-    # MRQ engine warm-up frames (ticks without rendering) at the start of each shot
-    engine_warmup_frames: int = 0
+    # MRQ engine warm-up frames at the start of each job, rendered and discarded, so Lumen,
+    # virtual shadow maps and eye adaptation have settled by frame 0
+    engine_warmup_frames: int = 32
     # texture residency before rendering (§7.2): texture pool, MB
     texture_pool_mb: int = 8192
     # a Stage II engine log past this many bytes is a failure (log_growth), bytes
     max_log_bytes: int = 512 * 1024 * 1024
+    # after the stage script's completion marker, the editor may take this long to exit before
+    # the launcher kills it (an editor that hangs or crashes on exit), s
+    exit_grace_s: float = 60.0

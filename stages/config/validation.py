@@ -125,5 +125,7 @@ def validate_unreal(u: UnrealConfig) -> None:
     if u.engine_warmup_frames < 0 or u.texture_pool_mb < 0 or u.max_log_bytes < 1_000_000:
         raise ValueError("unreal.engine_warmup_frames >= 0, unreal.texture_pool_mb >= 0 and "
                          "unreal.max_log_bytes >= 1000000 expected")
+    if not u.exit_grace_s > 0:
+        raise ValueError(f"unreal.exit_grace_s {u.exit_grace_s!r}: expected seconds > 0")
     if not u.run_as or u.run_as == "root":
         raise ValueError(f"unreal.run_as {u.run_as!r}: name an unprivileged user")

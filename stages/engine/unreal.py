@@ -21,7 +21,7 @@ from ..unreal_config import UnrealConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "unreal"
-STAGE_SCRIPTS = {"stage1": "stage1_pie.py", "stage2": "stage2_mrq.py"}
+STAGE_SCRIPTS = {"stage1": "stage1_pie.py", "stage2": "stage2_mrq.py", "probe": "smoke_probe.py"}
 COMMON_FLAGS = ("-unattended", "-nosplash", "-nosound", "-NoLoadingScreen", "-NoScreenMessages",
                 "-stdout", "-FullStdOutLogOutput", "-log")
 
@@ -102,25 +102,43 @@ def adapter_for_uuid(gpu_uuid: str, devices: list[dict]) -> int:
     return hits[0]
 
 
-# Vulkan RHI device-selection lines (LogVulkanRHI); each names the device index chosen
-_CHOSEN = (re.compile(r"LogVulkanRHI: .*Chosen device index:? (\d+)", re.I),
-           re.compile(r"LogVulkanRHI: .*Using (?:Discrete |Integrated )?(?:GPU )?Device (\d+)",
-                      re.I),
-           re.compile(r"LogVulkanRHI: .*Using device (\d+)", re.I))
-_FALLBACK = re.compile(r"LogVulkanRHI: Warning: .*(graphics ?adapter|device index|explicit)"
-                       r".*(out of range|not found|invalid|default|ignor)", re.I)
+# Vulkan RHI device selection as Unreal logs it (format strings of VulkanRHI.cpp; sources and
+# sample lines: tests/data/unreal_logs/SOURCES.md):
+# - UE 5.x SelectPhysicalDevice, an explicit -graphicsadapter=N (Log verbosity):
+#     "Using device at index %d of %u as specfified by %s..."   (sic: "specfified")
+#   and when N is out of range (Warning), before falling back to device 0:
+#     "Tried to use graphics adapter at index %d as specified by %s, but only %d Adapter(s)
+#      found. Falling back to first device..."
+# - UE 4.26-5.0 FVulkanDynamicRHI::SelectAndInitDevice (Warning):
+#     "Tried to use r.GraphicsAdapter=%d, but only %d Adapter(s) found. Falling back to first
+#      device..."
+# - UE 4.25 FVulkanDevice::InitGPU (Display): "Using Device %d: Geometry %d Tessellation %d"
+_CHOSEN = (re.compile(r"LogVulkanRHI: (?:Display: )?Using device at index (\d+) of \d+"),
+           re.compile(r"LogVulkanRHI: (?:Display: )?Using Device (\d+): Geometry"))
+_FALLBACK = re.compile(r"LogVulkanRHI: Warning: Tried to use (?:graphics adapter at index "
+                       r"(\d+)|r\.GraphicsAdapter=(\d+)).*Falling back to first device")
+_VULKAN_RHI = re.compile(r"LogVulkanRHI: ")
 
 
 def check_adapter(log_text: str, wanted: int) -> tuple[bool | None, str]:
-    """Did the engine use adapter ``wanted``? (True, line) / (False, line) / (None, "") when the
-    log has no device-selection line to tell."""
+    """Did the engine use Vulkan device ``wanted``? (True, line) / (False, line): a fallback
+    warning, or a selection line naming another index; (None, "") when the log has no Vulkan
+    RHI line at all (no RHI, or not Vulkan). A log with Vulkan RHI lines but no selection line
+    is (None, "no selection line") — :func:`stages.engine.unreal_launch.judge` fails it."""
+    chosen: tuple[int, str] | None = None
     for line in log_text.splitlines():
         if _FALLBACK.search(line):
             return False, line.strip()
         for pat in _CHOSEN:
             m = pat.search(line)
-            if m:
-                return int(m.group(1)) == wanted, line.strip()
+            if m and chosen is None:
+                chosen = (int(m.group(1)), line.strip())
+            if m and int(m.group(1)) != wanted:
+                return False, line.strip()
+    if chosen is not None:
+        return True, chosen[1]
+    if _VULKAN_RHI.search(log_text):
+        return None, "no selection line"
     return None, ""
 
 
@@ -139,8 +157,10 @@ def map_object_path(level_file: str | Path) -> str:
 
 
 def command_line(cfg: UnrealConfig, stage: str, map_path: str, adapter: int | None,
-                 fps: int = 30) -> list[str]:
-    """The editor command of one stage (the script reads its spec from ``WMFORGE_SPEC``)."""
+                 fps: int = 30, scripts: Path = SCRIPTS) -> list[str]:
+    """The editor command of one stage (the script reads its spec from ``WMFORGE_SPEC``).
+    ``-ExecutePythonScript``'s value is a command line of its own (script, then arguments):
+    the script path is quoted so that a path with spaces stays one path."""
     if stage not in STAGE_SCRIPTS:
         raise ValueError(f"stage {stage!r}: expected one of {sorted(STAGE_SCRIPTS)}")
     if not cfg.editor or not cfg.project:
@@ -149,7 +169,7 @@ def command_line(cfg: UnrealConfig, stage: str, map_path: str, adapter: int | No
     argv = [cfg.editor, cfg.project]
     if map_path:
         argv.append(map_path)
-    argv.append(f"-ExecutePythonScript={SCRIPTS / STAGE_SCRIPTS[stage]}")
+    argv.append(f'-ExecutePythonScript="{scripts / STAGE_SCRIPTS[stage]}"')
     argv += list(COMMON_FLAGS)
     if not cfg.virtual_display:
         argv.append("-RenderOffscreen")

@@ -7,20 +7,41 @@ outcome by progress lines and frames — never by Unreal's exit code. Stage II: 
 MRQ reports rendered (``rendered.jsonl``) is verified, encoded and published here, then gets
 its progress line; ``COMPLETE`` is written only when every job has a line or a failure row.
 On failure the verdict of the log classifier is printed as the last line and the exit code is 1.
+
+Under root the editor runs as ``unreal.run_as``: the editor-side code (``unreal/`` and
+``stages/core``) is copied into the step's folder, which that user owns with the folders it
+writes (Stage I's trajectory output); every path it must read is checked first and a path it
+cannot reach (a repository under /root) is an error naming it. The editor keeps the user's
+supplementary groups (video/render: the GPU device nodes).
+
+The node runner kills a slot whose watched files stop changing. A cold editor (first shader
+compilation, derived-data cache misses) can spend many minutes before the stage script runs,
+so the launcher reads the editor's log as it comes and touches the step's heartbeat on every
+new line of engine progress (:data:`PROGRESS_LINE`). After the completion marker (or the
+script's last log line) the editor has ``unreal.exit_grace_s`` to exit; one that hangs or
+crashes on exit is killed and judged by what it produced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..core.progress import COMPLETE, PROGRESS, append_progress, read_progress
 from .unreal import (
+    ROOT,
+    SCRIPTS,
+    STAGE_SCRIPTS,
     UnrealConfig,
     UnrealLaunchError,
     adapter_for_uuid,
@@ -34,25 +55,83 @@ from .unreal import (
 from .unreal_log import classify_text
 
 RENDERED = "rendered.jsonl"  # written by unreal/stage2_mrq.py, one line per MRQ job
+EDITOR_CODE = "wmforge-editor-py-"  # prefix of the temporary copy of unreal/ and stages/core
+# engine progress while nothing else moves: shader compilation and derived-data cache misses
+# of a cold start, asset builds, MRQ, our scripts (real line formats: tests/data/unreal_logs/
+# cold_start_shaders.log and SOURCES.md)
+PROGRESS_LINE = re.compile(
+    r"LogShaderCompilers: .*shaders left to compile|LogMaterial: .*(shader map|compiling)|"
+    r"LogStaticMesh: .*Building|LogTexture: .*Building textures|LogDerivedDataCache: |"
+    r"LogMovieRenderPipeline: |LogWorldPartition: |LogPython: wmforge: ", re.I)
+FINISHED_LINE = re.compile(r"wmforge: (stage[12]|probe): finished")
+KILL_WAIT_S = 10.0  # SIGTERM to SIGKILL
 
 
 def say(msg: str) -> None:
     print(f"wmforge: unreal: {msg}", flush=True)
 
 
-def _pump(proc: subprocess.Popen, sink: list[str]) -> None:
+def _pump(proc: subprocess.Popen, sink: list[str],
+          on_line: Callable[[str], None] | None = None) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
         sink.append(line)
         sys.stdout.write(line)
         sys.stdout.flush()
+        if on_line is not None:
+            on_line(line)
 
 
-def engine_user(cfg: UnrealConfig, folders: list[Path], euid: int | None = None
-                ) -> tuple[int, int] | None:
+class LogHeartbeat:
+    """Touches ``path`` (a file the node runner watches) on each new line of engine progress in
+    the editor's log: a cold start compiling shaders is alive although no trajectory moves. A
+    line repeating the last one verbatim does not count (a flood is not progress)."""
+
+    def __init__(self, path: Path, min_interval_s: float = 1.0):
+        self.path, self.min_interval_s = path, min_interval_s
+        self.last = ""
+        self.beats = 0
+        self.at = 0.0
+
+    def __call__(self, line: str) -> None:
+        if not PROGRESS_LINE.search(line):
+            return
+        text = re.sub(r"^\[[^\]]*\]\[\s*\d+\]", "", line).strip()
+        now = time.monotonic()
+        if text == self.last or now - self.at < self.min_interval_s:
+            return
+        self.last, self.at = text, now
+        self.beats += 1
+        with contextlib.suppress(OSError):  # unwritable: the runner's stall check decides
+            self.path.write_text(f"log {self.beats}: {text[:200]}\n")
+
+
+def stage_editor_code(scripts: Path | None = None) -> Path:
+    """Copy what the editor imports (``unreal/*.py``; ``stages/__init__.py`` and
+    ``stages/core``) into a new temporary folder (not the step folder: a Stage II step folder is
+    the render output that gets uploaded); returns that folder, its ``unreal/`` holds the
+    scripts. The editor then needs nothing of the repository, which may sit where its user
+    cannot read (e.g. under /root). The caller removes the folder after the run."""
+    import tempfile
+
+    dst = Path(tempfile.mkdtemp(prefix=EDITOR_CODE))
+    dst.chmod(0o755)
+    (dst / "unreal").mkdir(parents=True)
+    for p in (scripts or SCRIPTS).glob("*.py"):
+        shutil.copy2(p, dst / "unreal" / p.name)
+    core = ROOT / "stages" / "core"
+    shutil.copytree(core, dst / "stages" / "core",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy2(ROOT / "stages" / "__init__.py", dst / "stages" / "__init__.py")
+    return dst
+
+
+def engine_user(cfg: UnrealConfig, folders: list[Path], euid: int | None = None,
+                dirs: list[Path] | None = None) -> tuple[int, int, list[int]] | None:
     """Unreal refuses root (§8.4). Under root the editor runs as ``unreal.run_as`` instead:
-    (uid, gid) of that user, with the instance folders handed to it; None when the runner is
-    not root. A missing user is an UnrealLaunchError naming it."""
+    (uid, gid, supplementary groups) of that user, with ``folders`` (recursively) and ``dirs``
+    (created if missing, the folder itself: it publishes into them) handed to it; None when the
+    runner is not root. A missing user is an UnrealLaunchError naming it."""
     if (os.geteuid() if euid is None else euid) != 0:
         return None
     import pwd
@@ -69,13 +148,103 @@ def engine_user(cfg: UnrealConfig, folders: list[Path], euid: int | None = None
             os.chown(dirpath, pw.pw_uid, pw.pw_gid)
             for f in files:
                 os.chown(os.path.join(dirpath, f), pw.pw_uid, pw.pw_gid)
-    return pw.pw_uid, pw.pw_gid
+    for d in dirs or []:
+        d.mkdir(parents=True, exist_ok=True)
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+    return pw.pw_uid, pw.pw_gid, os.getgrouplist(pw.pw_name, pw.pw_gid)
+
+
+def unreachable(path: Path, uid: int, gids: list[int], write: bool = False) -> str:
+    """Why user ``uid`` (groups ``gids``) cannot read (``write``: write into) ``path``: ""
+    when it can. Every ancestor must be searchable by that user (mode bits as the kernel checks
+    them for a non-root user)."""
+    import stat as st_
+
+    def allowed(p: Path, bits: int) -> bool:  # bits: 4 read, 2 write, 1 execute
+        s = p.stat()
+        if s.st_uid == uid:
+            mode = (s.st_mode >> 6) & 7
+        elif s.st_gid in gids:
+            mode = (s.st_mode >> 3) & 7
+        else:
+            mode = s.st_mode & 7
+        return mode & bits == bits
+
+    path = path.absolute()
+    for anc in reversed(path.parents):
+        if not allowed(anc, 1):
+            return f"{anc} (mode {anc.stat().st_mode & 0o777:o}, uid {anc.stat().st_uid}) " \
+                   "is not searchable"
+    is_dir = st_.S_ISDIR(path.stat().st_mode)
+    need = (4 | (1 if is_dir else 0)) | (2 if write else 0)
+    if not allowed(path, need):
+        return f"{path} (mode {path.stat().st_mode & 0o777:o}, uid {path.stat().st_uid}) is " \
+               f"not {'writable' if write else 'readable'}"
+    return ""
+
+
+def check_reachable(cfg: UnrealConfig, user: tuple[int, int, list[int]] | None,
+                    read: list[Path], write: list[Path]) -> None:
+    """Under root: every path the editor reads or writes is reachable by ``unreal.run_as``,
+    or an UnrealLaunchError names the first that is not. Paths that do not exist are skipped
+    (the editor's own error then names them)."""
+    if user is None:
+        return
+    for paths, w in ((read, False), (write, True)):
+        for p in paths:
+            if not p.exists():
+                continue
+            why = unreachable(p, user[0], user[2], write=w)
+            if why:
+                raise UnrealLaunchError(
+                    f"the editor runs as '{cfg.run_as}' (uid {user[0]}) and cannot "
+                    f"{'write into' if w else 'read'} {p}: {why}; keep the work folders and "
+                    "the trajectories where that user can reach them (e.g. under /srv), not "
+                    "under /root")
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids under ``pid`` (children first found through /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
+    """SIGTERM the editor and its children (shader workers), then SIGKILL what is left. Only
+    that tree: the launcher shares the editor's process group with its runner."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in [proc.pid, *_descendants(proc.pid)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
-               poll_s: float = 0.5, user: tuple[int, int] | None = None) -> tuple[int, str]:
-    """Run the editor, streaming its output; ``on_poll()`` runs while it lives. ``user``:
-    (uid, gid) to run it as (the runner itself stays root; only the engine drops)."""
+               poll_s: float = 0.5, user: tuple[int, int, list[int]] | None = None,
+               on_line: Callable[[str], None] | None = None, marker: Path | None = None,
+               exit_grace_s: float = 60.0) -> tuple[int, str]:
+    """Run the editor, streaming its output; ``on_poll()`` runs while it lives and
+    ``on_line(line)`` for each line. ``user``: (uid, gid, groups) to run it as (the runner
+    itself stays root; only the engine drops). Once ``marker`` exists or the script logged its
+    last line, the editor gets ``exit_grace_s`` to exit; then it is killed."""
     lines: list[str] = []
     extra: dict = {}
     if user is not None:
@@ -83,34 +252,71 @@ def run_editor(argv: list[str], env: dict[str, str], on_poll=None,
 
         pw = pwd.getpwuid(user[0])
         env = dict(env, HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
-        extra = {"user": user[0], "group": user[1], "extra_groups": []}
+        extra = {"user": user[0], "group": user[1], "extra_groups": list(user[2])}
+    finished = threading.Event()
+
+    def line_seen(line: str) -> None:
+        if FINISHED_LINE.search(line):
+            finished.set()
+        if on_line is not None:
+            on_line(line)
+
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace", **extra)
-    t = threading.Thread(target=_pump, args=(proc, lines), daemon=True)
+    t = threading.Thread(target=_pump, args=(proc, lines, line_seen), daemon=True)
     t.start()
+    done_at: float | None = None
     while proc.poll() is None:
         if on_poll:
             on_poll()
+        if done_at is None and (finished.is_set() or (marker is not None and marker.exists())):
+            done_at = time.monotonic()
+        if done_at is not None and time.monotonic() - done_at > exit_grace_s:
+            say(f"the editor is still running {exit_grace_s:.0f} s after it finished: killed "
+                f"(pid {proc.pid})")
+            kill_tree(proc)
+            break
         time.sleep(poll_s)
+    proc.wait()
     t.join(timeout=10)
     if on_poll:
         on_poll()
     return proc.returncode, "".join(lines)
 
 
-def prepare(stage: str, spec: dict, spec_path: Path
+def prepare(stage: str, spec: dict, spec_path: Path, reads: list[Path] | None = None,
+            writes: list[Path] | None = None
             ) -> tuple[list[str], dict[str, str], int | None, subprocess.Popen | None,
-                       tuple[int, int] | None]:
+                       tuple[int, int, list[int]] | None, UnrealConfig, Path]:
+    """The editor's command line, environment, adapter, X server, user, config and the
+    temporary copy of the editor-side code (the caller removes it). Under root the step folder,
+    that copy and ``writes`` are handed to ``unreal.run_as`` and every path of ``reads`` is
+    checked reachable by it."""
     cfg = UnrealConfig(**(spec.get("unreal") or {}))
+    folder = spec_path.parent
     uuid = os.environ.get("WMFORGE_GPU_UUID", "")
     adapter = adapter_for_uuid(uuid, vulkan_devices()) if uuid else None
+    staged = stage_editor_code()
+    scripts = staged / "unreal"
     argv = command_line(cfg, stage, str(spec.get("ue_map", "")), adapter,
-                        int(spec.get("fps", 30)))
+                        int(spec.get("fps", 30)), scripts)
     say(f"{stage}: adapter {adapter if adapter is not None else '-'} for GPU "
         f"{uuid or '(cpu slot)'}; {' '.join(argv)}")
-    user = engine_user(cfg, [spec_path.parent])
+    try:
+        user = engine_user(cfg, [folder, staged], dirs=list(writes or []))
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     if user is not None:
-        say(f"{stage}: runner is root: the editor runs as '{cfg.run_as}' (uid {user[0]})")
+        say(f"{stage}: runner is root: the editor runs as '{cfg.run_as}' (uid {user[0]}, "
+            f"groups {user[2]})")
+        try:
+            check_reachable(cfg, user, [scripts / STAGE_SCRIPTS[stage], *(reads or []),
+                                        *(Path(x) for x in (cfg.editor, cfg.project) if x)],
+                            [folder, *(writes or [])])
+        except UnrealLaunchError:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
     env = dict(os.environ, WMFORGE_SPEC=str(spec_path))
     xvfb = None
     if cfg.virtual_display:
@@ -118,7 +324,7 @@ def prepare(stage: str, spec: dict, spec_path: Path
         xvfb = subprocess.Popen(virtual_display_argv(n), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         env["DISPLAY"] = f":{n}"
-    return argv, env, adapter, xvfb, user
+    return argv, env, adapter, xvfb, user, cfg, staged
 
 
 def judge(stage: str, log_text: str, adapter: int | None, expected: int, done: int,
@@ -128,6 +334,10 @@ def judge(stage: str, log_text: str, adapter: int | None, expected: int, done: i
         used, line = check_adapter(log_text, adapter)
         if used is False:
             return False, f"adapter_fallback: asked for -graphicsadapter={adapter}: {line}"
+        if used is None and line:  # the Vulkan RHI ran but said nothing of the device it chose
+            return False, (f"adapter_unconfirmed: asked for -graphicsadapter={adapter}, the log "
+                           "has Vulkan RHI lines but no device-selection line ('Using device at "
+                           "index N of M')")
     if not marker:
         return False, "the stage script did not finish (no completion marker)"
     if done + failed < expected:
@@ -138,14 +348,23 @@ def judge(stage: str, log_text: str, adapter: int | None, expected: int, done: i
 def stage1(spec_path: Path) -> int:
     spec = json.loads(spec_path.read_text())
     folder = spec_path.parent
+    beat = Path(spec.get("heartbeat") or folder / "heartbeat")
     try:
-        argv, env, adapter, xvfb, user = prepare("stage1", spec, spec_path)
-    except (UnrealLaunchError, KeyError) as exc:
+        beat.touch()  # before the folder is handed over: the editor writes it too
+        out = Path(spec["out_dir"])
+        writes = sorted({out, *(Path(spec[k]).parent for k in ("progress", "failures",
+                                                                "heartbeat") if spec.get(k))}
+                        - {folder})
+        argv, env, adapter, xvfb, user, cfg, staged = prepare("stage1", spec, spec_path,
+                                                              writes=writes)
+    except (UnrealLaunchError, KeyError, OSError) as exc:
         say(f"error: {exc}")
         return 1
     try:
-        rc, text = run_editor(argv, env, user=user)
+        rc, text = run_editor(argv, env, user=user, on_line=LogHeartbeat(beat),
+                              marker=folder / COMPLETE, exit_grace_s=cfg.exit_grace_s)
     finally:
+        shutil.rmtree(staged, ignore_errors=True)
         if xvfb is not None:
             xvfb.kill()
     done = len(read_progress(folder))
@@ -200,13 +419,17 @@ def stage2(inst: Path) -> int:
             say(f"{name}: {rmeta['frame_count']} frames x 5 views verified and encoded")
 
     try:
-        argv, env, adapter, xvfb, user = prepare("stage2", spec, spec_path)
-    except UnrealLaunchError as exc:
+        argv, env, adapter, xvfb, user, cfg, staged = prepare(
+            "stage2", spec, spec_path, reads=[Path(j["traj_dir"]) for j in spec["jobs"]])
+    except (UnrealLaunchError, OSError) as exc:
         say(f"error: {exc}")
         return 1
     try:
-        rc, text = run_editor(argv, env, on_poll, user=user)
+        rc, text = run_editor(argv, env, on_poll, user=user,
+                              on_line=LogHeartbeat(inst / "heartbeat"),
+                              marker=inst / "ENGINE_DONE", exit_grace_s=cfg.exit_grace_s)
     finally:
+        shutil.rmtree(staged, ignore_errors=True)
         if xvfb is not None:
             xvfb.kill()
     ok, why = judge("stage2", text, adapter, len(jobs), len(seen), len(failed),

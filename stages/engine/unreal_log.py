@@ -42,8 +42,9 @@ WORLD_PARTITION = re.compile(r"WorldPartition|UWorldPartition|WorldPartitionSubs
 LINE_RULES: list[tuple[str, re.Pattern[str]]] = [
     ("run_as_root", re.compile(r"Refusing to run with the root privileges")),
     ("gpu_adapter_fallback", re.compile(
-        r"wmforge: adapter_fallback|graphics ?adapter.*(out of range|not found|falling back|"
-        r"using (the )?default)", re.I)),
+        r"wmforge: adapter_fallback|adapter_fallback: asked for|"
+        r"LogVulkanRHI: Warning: Tried to use (graphics adapter at index \d+|"
+        r"r\.GraphicsAdapter=\d+).*Falling back to first device", re.I)),
     ("gpu_device_lost", re.compile(r"VK_ERROR_DEVICE_LOST|TerminateOnGPUCrash|"
                                    r"GPU crash|GPUCrash|device (was )?lost", re.I)),
     ("out_of_memory", re.compile(

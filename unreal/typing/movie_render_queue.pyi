@@ -37,6 +37,18 @@ class MoviePipelineAntiAliasingSetting(MoviePipelineSetting):
     engine_warm_up_count: int
     use_camera_cut_for_warm_up: bool
     render_warm_up_frames: bool
+    override_anti_aliasing: bool
+    anti_aliasing_method: AntiAliasingMethod
+
+# https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/AntiAliasingMethod?application_version=5.6
+# (module Engine, SceneUtils.h; exposed to Python through MRQ's property, so absent from the
+# stub generated with the plugin off)
+class AntiAliasingMethod(EnumBase):
+    AAM_NONE: AntiAliasingMethod
+    AAM_FXAA: AntiAliasingMethod
+    AAM_TEMPORAL_AA: AntiAliasingMethod
+    AAM_MSAA: AntiAliasingMethod
+    AAM_TSR: AntiAliasingMethod
 
 # https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineCameraSetting?application_version=5.6
 class MoviePipelineCameraSetting(MoviePipelineSetting):

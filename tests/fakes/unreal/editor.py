@@ -11,6 +11,7 @@ import math
 import os
 import runpy
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,31 @@ class FakeEditor:
 
     def __init__(self, maps: dict[str, dict], assets: dict[str, Any] | None = None,
                  fps: int = 30, fixed_step: bool = True, level_actors: list[fu.Actor] | None = None,
-                 crash_after_jobs: int | None = None, stdout: Any = None):
+                 crash_after_jobs: int | None = None, stdout: Any = None,
+                 disk: dict[str, Any] | None = None, game_mode_pawn: bool = True,
+                 world_partition: bool = False):
         from stages.engine.embedded import EmbeddedEngine
 
         self.maps, self.fps, self.fixed_step = maps, fps, fixed_step
+        # the project's saved assets: pass the same dict to the next editor (a retry) and it
+        # finds what this one saved and did not delete
+        self.disk: dict[str, Any] = disk if disk is not None else {}
         self.assets: dict[str, Any] = dict(assets or {})
+        self.assets.update(self.disk)
+        self.world_dt = 1.0 / fps
+        self.game_mode_pawn = game_mode_pawn
+        # World Partition: the level's ground is a Landscape and only cells near the player's
+        # view target are loaded (here: the level's corners come from the runtime bounds only)
+        self.world_partition = world_partition
+        self.world_partition_bounds: Any = None
+        self.yaw_ticks: list[tuple[int, float | None, float]] = []  # (frame, set, body)
+        self.world_states: list[dict] = []  # what each MRQ sample saw (mrq_render)
+        self.assets_in_use = False  # delete_loaded_asset refuses (the asset is referenced)
+        self.destroyed_actors: list[fu.Actor] = []
+        self.pawns_at_spawn: list[list[str]] = []  # pawn classes in PIE at each runtime spawn
+        self.watch_files: list[Path] = []  # files whose changes are recorded per frame ...
+        self._watched: dict[Path, Any] = {}
+        self.file_changes: list[tuple[int, str, bool]] = []  # ... (frame, name, in PIE)
         self.engine = EmbeddedEngine()
         self.editor_world = fu.World("EditorWorld", pie=False)
         self.pie_world: fu.World | None = None
@@ -101,6 +122,7 @@ class FakeEditor:
             if not a.world.pie:
                 self.dirty = True
         self.destroyed.append(a.get_name())
+        self.destroyed_actors.append(a)
 
     def pie_characters(self) -> list[fu.Character]:
         w = self.pie_world
@@ -115,12 +137,33 @@ class FakeEditor:
             a = fu.StaticMeshActor()
             a.origin, a.extent = fu._ue(c), fu.Vector((n - i), (n - i), (n - i))
             self.add_actor(w, a)
-        for corner in (info.bounds_min, info.bounds_max):
-            a = fu.StaticMeshActor()
-            a.origin, a.extent = fu._ue(corner), fu.Vector(0, 0, 0)
-            self.add_actor(w, a)
+        lo, hi = fu._ue(info.bounds_min), fu._ue(info.bounds_max)
+        if self.world_partition:  # the ground is a landscape, partly loaded
+            land = fu.Landscape()
+            mid = fu.Vector((lo.x + hi.x) / 2, (lo.y + hi.y) / 2, (lo.z + hi.z) / 2)
+            land.origin = mid
+            land.extent = fu.Vector(abs(hi.x - lo.x) / 4, abs(hi.y - lo.y) / 4,
+                                    abs(hi.z - lo.z) / 2)  # the loaded cells: a half of it
+            self.add_actor(w, land)
+            ppv = fu.PostProcessVolume()  # an overlapping brush far larger than the level
+            ppv.origin, ppv.extent = mid, fu.Vector(1e6, 1e6, 1e6)
+            self.add_actor(w, ppv)
+            self.world_partition_bounds = fu.Box(fu.Vector(min(lo.x, hi.x), min(lo.y, hi.y),
+                                                           min(lo.z, hi.z)),
+                                                 fu.Vector(max(lo.x, hi.x), max(lo.y, hi.y),
+                                                           max(lo.z, hi.z)), True)
+        else:
+            for corner in (info.bounds_min, info.bounds_max):
+                a = fu.StaticMeshActor()
+                a.origin, a.extent = fu._ue(corner), fu.Vector(0, 0, 0)
+                self.add_actor(w, a)
         for pos, yaw in info.player_starts:
             self.add_actor(w, fu.PlayerStart(fu._ue(pos), fu.Rotator(0, 0, -yaw)))
+        self.add_actor(w, fu.PlayerController())
+        if self.game_mode_pawn and info.player_starts:
+            # the level's GameMode spawns its DefaultPawn for player 0 at the first PlayerStart
+            pos, yaw = info.player_starts[0]
+            self.add_actor(w, fu.DefaultPawn(fu._ue(pos), fu.Rotator(0, 0, -yaw)))
         self.pie_world = w
         self.pie_log.append((self.frame, "begin"))
 
@@ -153,12 +196,35 @@ class FakeEditor:
                 if n > 1e-9:
                     move = (x / n, -y / n)
             ch.input = []
+            # the rotation rules of a Character: toward the movement (orient rotation to
+            # movement), else the controller's yaw (use controller rotation yaw), else as set
+            if ch.character_movement.orient_rotation_to_movement and move != (0.0, 0.0):
+                ch.rotation = fu.Rotator(0, 0, -math.degrees(math.atan2(move[1], move[0])))
+            elif ch.use_controller_rotation_yaw:
+                ch.rotation = fu.Rotator(0, 0, ch.controller_yaw)
+            self.yaw_ticks.append((self.frame, ch.wanted_yaw, ch.rotation.yaw))
             self.engine.apply_input(move, -ch.rotation.yaw, dt)
             st = self.engine.character_state()
             self.world_ticks.append((self.frame, move, st.position))
             ch.location = fu._ue((st.position[0], st.position[1], st.position[2] + hh_cm / 100.0))
             ch.velocity = fu._ue(st.velocity)
             ch.grounded = bool(st.grounded)
+
+    def _watch(self) -> None:
+        for p in self.watch_files:
+            try:
+                st = p.stat()
+                sig = (st.st_size, st.st_mtime_ns, p.read_bytes())
+            except FileNotFoundError:
+                sig = None
+            if sig != self._watched.get(p):
+                self._watched[p] = sig
+                if sig is not None:
+                    self.file_changes.append((self.frame, p.name, self.pie_world is not None))
+
+    @property
+    def pawns_at_first_spawn(self) -> list[str]:
+        return self.pawns_at_spawn[0] if self.pawns_at_spawn else []
 
     # ---- Movie Render Queue (mrq_render.py renders the frames)
     def start_render(self, queue: fu.MoviePipelineQueue,
@@ -193,21 +259,29 @@ class FakeEditor:
                 return 1
             if not self.keep_alive:
                 return 0  # the script returned and nothing keeps it: the editor exits
-            dt = 1.0 / self.fps if self.fixed_step else 0.0123
+            last = time.monotonic()
             while not self.quit_requested and self.frame < max_frames:
                 self.frame += 1
+                now = time.monotonic()
+                # Slate's post-tick callback gets the wall-clock delta (FSlateApplication's
+                # DeltaTime), whatever the engine's fixed step; the world ticks by the fixed step
+                # only with -UseFixedTimeStep (else by the same wall-clock delta)
+                dt = max(now - last, 1e-4)
+                last = now
+                self.world_dt = 1.0 / self.fps if self.fixed_step else dt
                 for req in self.requests:
                     self._begin_play() if req == "begin_play" else self._end_play()
                 self.requests = []
                 try:
                     if self.pie_world is not None:
-                        self._tick_world(dt)
+                        self._tick_world(self.world_dt)
                     if self.render is not None:
                         mrq_render.tick(self)
                     for cb in list(self.callbacks):
                         cb(dt)
                 except fu.FakeCrash:
                     return 139
+                self._watch()
             return 0 if self.quit_requested else 124
         finally:
             for k, v in old_env.items():

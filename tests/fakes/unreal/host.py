@@ -24,6 +24,8 @@ class EditorHost(Protocol):
     editor_world: Any
     pie_world: Any  # None outside PIE
     assets: dict[str, Any]  # object path → loaded asset
+    disk: dict[str, Any]  # object path → asset saved in the project (outlives the editor)
+    world_dt: float  # the world's delta seconds this frame (fixed step or wall clock)
     sequences: dict[str, Any]  # every sequence made, deleted or not
     subsystems: dict[type, Any]
     callbacks: list[Callable[[float], None]]  # Slate post-tick callbacks
@@ -34,6 +36,8 @@ class EditorHost(Protocol):
     quit_requested: bool
     saved: list[str]
     deleted: list[str]
+    pawns_at_spawn: list[list[str]]
+    world_partition_bounds: Any  # a Box for a World Partition map, else None
 
     def open_map(self, path: str) -> bool: ...
 

@@ -41,6 +41,8 @@ class MoviePipelineAntiAliasingSetting(MoviePipelineSetting):
         self.engine_warm_up_count = 0
         self.use_camera_cut_for_warm_up = False
         self.render_warm_up_frames = False
+        self.override_anti_aliasing = False
+        self.anti_aliasing_method: Any = None  # the project's (TSR in 5.x) unless overridden
 
 
 class MoviePipelineCameraSetting(MoviePipelineSetting):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.unreal.host import running_editor
-from tests.fakes.unreal.structs import MovementMode, Rotator, Vector, _Enum
+from tests.fakes.unreal.structs import CameraFocusMethod, MovementMode, Rotator, Vector, _Enum
 
 
 class Object:
@@ -59,15 +59,77 @@ class SceneComponent(Object):
         self.relative_scale = v
 
 
+class PrimitiveComponent(SceneComponent):
+    """What the renderer asks of a drawn component: main pass (the picture) and shadows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.render_in_main_pass = True
+        self.cast_shadow = True
+        self.owner_no_see = False
+
+    def set_render_in_main_pass(self, value: bool) -> None:
+        self.render_in_main_pass = bool(value)
+
+    def get_editor_property(self, name: str) -> Any:
+        if name in ("render_in_main_pass", "cast_shadow", "owner_no_see"):
+            return getattr(self, name)
+        return super().get_editor_property(name)
+
+    def set_owner_no_see(self, new_owner_no_see: bool) -> None:
+        self.owner_no_see = bool(new_owner_no_see)
+
+
 class Actor(Object):
+    """An actor whose transform is its root component's (Unreal: GetActorLocation is the root
+    component's world location). Actors without a root component of their own keep it here."""
+
+    root_component: SceneComponent | None = None
+
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__()
-        self.location = location or Vector()
-        self.rotation = rotation or Rotator()
+        self._location = location or Vector()
+        self._rotation = rotation or Rotator()
+        self.hidden_in_game = False
         self.velocity = Vector()
         self.label = self._name
         self.world: World | None = None
         self.origin, self.extent = Vector(), Vector()
+
+    @property
+    def location(self) -> Vector:
+        r = self.root_component
+        return r.relative_location if r is not None else self._location
+
+    @location.setter
+    def location(self, v: Vector) -> None:
+        r = self.root_component
+        if r is not None:
+            r.relative_location = v
+        else:
+            self._location = v
+
+    @property
+    def rotation(self) -> Rotator:
+        r = self.root_component
+        return r.relative_rotation if r is not None else self._rotation
+
+    @rotation.setter
+    def rotation(self, v: Rotator) -> None:
+        r = self.root_component
+        if r is not None:
+            r.relative_rotation = v
+        else:
+            self._rotation = v
+
+    def get_actor_forward_vector(self) -> Vector:
+        import math
+
+        p, y = math.radians(self.rotation.pitch), math.radians(self.rotation.yaw)
+        return Vector(math.cos(p) * math.cos(y), math.cos(p) * math.sin(y), math.sin(p))
+
+    def set_actor_hidden_in_game(self, new_hidden: bool) -> None:
+        self.hidden_in_game = bool(new_hidden)
 
     def get_actor_location(self) -> Vector:
         return self.location
@@ -105,9 +167,14 @@ class PlayerStart(Actor):
 
 
 class SkeletalMesh(Object):
-    def __init__(self, path: str):
+    """A skeletal mesh asset; its origin is at the feet (how the scripts import characters).
+    The fake draws it as an upright cylinder of ``radius_cm`` x ``height_cm``, its front (local
+    +X) marked, so where it stands, where it faces and which views see it show in pictures."""
+
+    def __init__(self, path: str, radius_cm: float = 30.0, height_cm: float = 180.0):
         super().__init__(path.rsplit("/", 1)[-1])
         self._path = path
+        self.radius_cm, self.height_cm = radius_cm, height_cm
 
 
 class AnimSequence(Object):
@@ -117,7 +184,7 @@ class AnimSequence(Object):
         self._props = {"enable_root_motion": root_motion, "force_root_lock": False}
 
 
-class SkeletalMeshComponent(SceneComponent):
+class SkeletalMeshComponent(PrimitiveComponent):
     def __init__(self, owner: Actor):
         super().__init__()
         self.owner = owner
@@ -156,6 +223,58 @@ class CapsuleComponent(SceneComponent):
         return self.half_height * self.relative_scale.z
 
 
+class Controller(Actor):
+    pass
+
+
+class PlayerController(Controller):
+    """Player 0's controller in PIE: World Partition streams around its view target."""
+
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.view_target: Actor | None = None
+
+    def set_view_target_with_blend(self, new_view_target: Actor, blend_time: float = 0.0,
+                                   *a: Any, **k: Any) -> None:
+        self.view_target = new_view_target
+
+
+class CameraActor(Actor):
+    pass
+
+
+class Landscape(Actor):
+    """A landscape: collides, but is not a StaticMeshActor."""
+
+
+class Info(Actor):
+    pass
+
+
+class Volume(Actor):
+    pass
+
+
+class PostProcessVolume(Volume):
+    """Its brush overlaps (collision enabled, query only): counted by colliding bounds."""
+
+
+class Pawn(Actor):
+    def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
+        super().__init__(location, rotation)
+        self.use_controller_rotation_yaw = True  # APawn's default for a Character
+        self.controller_yaw = self._rotation.yaw  # an AI controller keeps its spawn rotation
+        self.wanted_yaw: float | None = None
+
+    def set_actor_rotation(self, r: Rotator, teleport_physics: bool) -> bool:
+        self.wanted_yaw = r.yaw
+        return super().set_actor_rotation(r, teleport_physics)
+
+
+class DefaultPawn(Pawn):
+    """The GameMode's default pawn (a sphere with collision), spawned for player 0 in PIE."""
+
+
 class CharacterMovementComponent(Object):
     def __init__(self, owner: Character):
         super().__init__()
@@ -165,6 +284,7 @@ class CharacterMovementComponent(Object):
         self.gravity_scale = 1.0
         self.walkable_floor_angle = 44.765
         self.mode: _Enum = MovementMode.MOVE_WALKING
+        self.orient_rotation_to_movement = False
 
     def set_walkable_floor_angle(self, walkable_floor_angle: float) -> None:
         self.walkable_floor_angle = walkable_floor_angle
@@ -176,7 +296,9 @@ class CharacterMovementComponent(Object):
         return self.owner.grounded
 
 
-class Character(Actor):
+class Character(Pawn):
+    ORIENT_TO_MOVEMENT = False  # a Blueprint character (ThirdPerson template) turns it on
+
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self.capsule_component = CapsuleComponent()
@@ -185,6 +307,8 @@ class Character(Actor):
         self.grounded = False
         self.input: list[tuple[float, float, float]] = []
         self.spawned_in_engine = False
+        self.character_movement.orient_rotation_to_movement = self.ORIENT_TO_MOVEMENT
+
 
     def add_movement_input(self, world_direction: Vector, scale_value: float = 1.0,
                            force: bool = False) -> None:
@@ -192,19 +316,34 @@ class Character(Actor):
                            world_direction.z * scale_value))
 
 
+class BlueprintCharacter(Character):
+    """A Character Blueprint as third-party packs ship them: it turns toward its movement."""
+
+    ORIENT_TO_MOVEMENT = True
+
+
 class CameraFilmbackSettings:
     def __init__(self) -> None:
         self.sensor_width, self.sensor_height = 23.76, 13.365
+
+
+class CameraFocusSettings:
+    def __init__(self) -> None:
+        # a CineCamera's defaults: manual focus, i.e. depth of field at its aperture (f/2.8)
+        self.focus_method: _Enum = CameraFocusMethod.MANUAL
+        self.manual_focus_distance = 100000.0
 
 
 class CineCameraComponent(SceneComponent):
     def __init__(self) -> None:
         super().__init__()
         self.filmback = CameraFilmbackSettings()
+        self.focus_settings = CameraFocusSettings()
         self.current_focal_length = 35.0
+        self.current_aperture = 2.8
 
 
-class CineCameraActor(Actor):
+class CineCameraActor(CameraActor):
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self._cc = CineCameraComponent()
@@ -214,9 +353,26 @@ class CineCameraActor(Actor):
 
 
 class SkeletalMeshActor(Actor):
+    """Unreal's SkeletalMeshActor: its root component IS its SkeletalMeshComponent, so the
+    actor's transform (and a transform track keyed on it) is the mesh component's."""
+
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self.skeletal_mesh_component = SkeletalMeshComponent(self)
+        self.skeletal_mesh_component.relative_location = self._location
+        self.skeletal_mesh_component.relative_rotation = self._rotation
+        self.root_component = self.skeletal_mesh_component
+
+    def get_actor_bounds(self, only_colliding_components: bool,
+                         include_from_child_actors: bool = False) -> tuple[Vector, Vector]:
+        """The drawn cylinder's box: from the mesh origin (its feet) up."""
+        c = self.skeletal_mesh_component
+        if c.asset is None:
+            return Vector(), Vector()
+        r = c.asset.radius_cm * abs(c.relative_scale.x)
+        h = c.asset.height_cm * abs(c.relative_scale.z)
+        loc = c.relative_location
+        return Vector(loc.x, loc.y, loc.z + h / 2), Vector(r, r, h / 2)
 
 
 class MovieSceneSequencePlaybackSettings:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.fakes.unreal.host import running_editor
 from tests.fakes.unreal.objects import Actor, AnimSequence, Object
-from tests.fakes.unreal.structs import FrameNumber, FrameRate
+from tests.fakes.unreal.structs import FrameNumber, FrameRate, Rotator, Vector
 
 
 class MovieSceneScriptingChannel(Object):
@@ -16,6 +16,10 @@ class MovieSceneScriptingChannel(Object):
 
 
 class MovieSceneScriptingDoubleChannel(MovieSceneScriptingChannel):
+    """A double channel: keys by frame, evaluated between them as Sequencer does for linear
+    keys — the value is interpolated as a number, so an angle keyed 179 then -179 passes
+    through 0 (Sequencer does not wrap Euler channels)."""
+
     def __init__(self, name: str):
         super().__init__(name)
         self.keys: dict[int, float] = {}
@@ -25,6 +29,20 @@ class MovieSceneScriptingDoubleChannel(MovieSceneScriptingChannel):
                 time_unit: Any = None, interpolation: Any = None) -> None:
         self.keys[time.value] = float(new_value)
         self.interp.append(interpolation)
+
+    def evaluate(self, t: float) -> float:
+        """The value at (fractional) frame ``t``: linear between keys, held outside them."""
+        if not self.keys:
+            return 0.0
+        ks = sorted(self.keys)
+        if t <= ks[0]:
+            return self.keys[ks[0]]
+        if t >= ks[-1]:
+            return self.keys[ks[-1]]
+        lo = max(k for k in ks if k <= t)
+        hi = min(k for k in ks if k > t)
+        a = (t - lo) / (hi - lo)
+        return self.keys[lo] + a * (self.keys[hi] - self.keys[lo])
 
 
 class MovieSceneSection(Object):
@@ -108,6 +126,16 @@ class MovieSceneBindingProxy(Object):
         return next(t for t in self.tracks if isinstance(t, MovieScene3DTransformTrack)
                     ).sections[0]  # type: ignore[return-value]
 
+    def evaluate(self, t: float) -> tuple[tuple[float, ...], tuple[float, ...],
+                                          tuple[float, ...]] | None:
+        """(location, rotation as roll/pitch/yaw, scale) the transform track gives at frame
+        ``t``; None without a transform track."""
+        if not any(isinstance(x, MovieScene3DTransformTrack) for x in self.tracks):
+            return None
+        ch = {c.get_name(): c for c in self.transform().channels}
+        v = [ch[n].evaluate(t) for n in MovieScene3DTransformSection.NAMES]
+        return tuple(v[0:3]), tuple(v[3:6]), tuple(v[6:9])
+
 
 class LevelSequence(Object):
     def __init__(self, name: str, path: str):
@@ -150,11 +178,15 @@ class LevelSequenceFactoryNew(Object):
 
 class AssetTools(Object):
     def create_asset(self, asset_name: str, package_path: str, asset_class: type,
-                     factory: Any, calling_context: str = "None") -> Object:
+                     factory: Any, calling_context: str = "None") -> Object | None:
+        """Like AssetToolsImpl::CreateAsset: an asset already at that path (loaded, or saved on
+        disk by an earlier editor) is not replaced: the call logs and returns None."""
         path = f"{package_path}/{asset_name}.{asset_name}"
         ed = running_editor()
-        if path in ed.assets:
-            raise RuntimeError(f"asset {path} already exists")
+        if path in ed.assets or path in ed.disk:
+            ed.write_log("LogAssetTools", "Warning: ", f"An asset already exists at location "
+                         f"{package_path}")
+            return None
         seq = asset_class(asset_name, path)
         ed.assets[path] = ed.sequences[path] = seq
         return seq
@@ -164,3 +196,31 @@ class AssetToolsHelpers:
     @classmethod
     def get_asset_tools(cls) -> AssetTools:
         return AssetTools()
+
+
+class LevelSequenceEditorBlueprintLibrary:
+    """Sequencer in the editor: an open sequence drives its bound actors at the current time."""
+
+    _open: LevelSequence | None = None
+
+    @classmethod
+    def open_level_sequence(cls, level_sequence: LevelSequence) -> bool:
+        cls._open = level_sequence
+        return True
+
+    @classmethod
+    def set_current_time(cls, new_frame: int) -> None:
+        seq = cls._open
+        assert seq is not None, "no level sequence open"
+        for b in seq.bindings:
+            ev = b.evaluate(float(new_frame))
+            if ev is None:
+                continue
+            b.object.location = Vector(*ev[0])
+            b.object.rotation = Rotator(*ev[1])
+            if b.object.root_component is not None:
+                b.object.root_component.relative_scale = Vector(*ev[2])
+
+    @classmethod
+    def close_level_sequence(cls) -> None:
+        cls._open = None

@@ -19,6 +19,12 @@ class Rotator:
         self.roll, self.pitch, self.yaw = float(roll), float(pitch), float(yaw)
 
 
+class Box:
+    def __init__(self, min: Vector | None = None, max: Vector | None = None,
+                 is_valid: bool = False):
+        self.min, self.max, self.is_valid = min or Vector(), max or Vector(), is_valid
+
+
 class FrameNumber:
     def __init__(self, value: int = 0):
         self.value = int(value)
@@ -83,6 +89,21 @@ class MovieSceneKeyInterpolation:
 
 class MovieSceneTimeUnit:
     DISPLAY_RATE = _Enum("DISPLAY_RATE")
+
+
+class CameraFocusMethod:
+    DO_NOT_OVERRIDE = _Enum("DO_NOT_OVERRIDE")
+    MANUAL = _Enum("MANUAL")
+    TRACKING = _Enum("TRACKING")
+    DISABLE = _Enum("DISABLE")
+
+
+class AntiAliasingMethod:
+    AAM_NONE = _Enum("AAM_NONE")
+    AAM_FXAA = _Enum("AAM_FXAA")
+    AAM_TEMPORAL_AA = _Enum("AAM_TEMPORAL_AA")
+    AAM_MSAA = _Enum("AAM_MSAA")
+    AAM_TSR = _Enum("AAM_TSR")
 
 
 class HitResult:

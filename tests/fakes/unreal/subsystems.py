@@ -11,8 +11,8 @@ from typing import Any
 from tests.fakes.unreal.frame import _m, _ue
 from tests.fakes.unreal.host import running_editor
 from tests.fakes.unreal.movie_pipeline import MoviePipelineExecutorBase, MoviePipelineQueue
-from tests.fakes.unreal.objects import Actor, Character, Object, World
-from tests.fakes.unreal.structs import HitResult, Rotator, TraceTypeQuery, Vector
+from tests.fakes.unreal.objects import Actor, Character, Object, Pawn, PlayerController, World
+from tests.fakes.unreal.structs import Box, HitResult, Rotator, TraceTypeQuery, Vector
 
 
 class EditorSubsystem(Object):
@@ -141,6 +141,18 @@ class GameplayStatics:
     def get_all_actors_of_class(cls, world_context_object: World, actor_class: type) -> list:
         return [a for a in world_context_object.actors if isinstance(a, actor_class)]
 
+    @classmethod
+    def get_player_controller(cls, world_context_object: World, player_index: int
+                              ) -> PlayerController | None:
+        return next((a for a in world_context_object.actors
+                     if isinstance(a, PlayerController)), None)
+
+    @classmethod
+    def get_world_delta_seconds(cls, world_context_object: World) -> float:
+        """The world's step (with -UseFixedTimeStep the fixed 1/FPS; else wall-clock), not
+        Slate's: Slate's post-tick callback always gets the wall-clock delta."""
+        return running_editor().world_dt
+
 
 class AIHelperLibrary:
     @classmethod
@@ -153,6 +165,8 @@ class AIHelperLibrary:
             return None  # runtime spawns need the PIE world
         a = pawn_class(location, rotation)
         ed.add_actor(ed.pie_world, a)
+        ed.pawns_at_spawn.append([type(p).__name__ for p in ed.pie_world.actors
+                                  if isinstance(p, Pawn)])
         return a
 
 
@@ -169,10 +183,47 @@ class EditorAssetLibrary:
     def delete_loaded_asset(cls, asset_to_delete: Object) -> bool:
         ed = running_editor()
         path = asset_to_delete.get_path_name()
+        if getattr(ed, "assets_in_use", False):  # still referenced (e.g. by the MRQ job)
+            return False
         ed.deleted.append(path)
+        ed.disk.pop(path, None)
         return ed.assets.pop(path, None) is not None
 
     @classmethod
     def save_loaded_asset(cls, asset_to_save: Object, only_if_is_dirty: bool = True) -> bool:
-        running_editor().saved.append(asset_to_save.get_path_name())
+        ed = running_editor()
+        path = asset_to_save.get_path_name()
+        ed.saved.append(path)
+        ed.disk[path] = asset_to_save  # on disk: the next editor finds it
         return True
+
+    @staticmethod
+    def _object_path(asset_path: str) -> str:
+        """``/Game/A/B`` or ``/Game/A/B.B`` → ``/Game/A/B.B``."""
+        last = asset_path.rsplit("/", 1)[-1]
+        return asset_path if "." in last else f"{asset_path}.{last}"
+
+    @classmethod
+    def does_asset_exist(cls, asset_path: str) -> bool:
+        ed = running_editor()
+        p = cls._object_path(asset_path)
+        return p in ed.assets or p in ed.disk
+
+    @classmethod
+    def delete_asset(cls, asset_path_to_delete: str) -> bool:
+        ed = running_editor()
+        p = cls._object_path(asset_path_to_delete)
+        found = p in ed.assets or p in ed.disk
+        ed.assets.pop(p, None)
+        ed.disk.pop(p, None)
+        if found:
+            ed.deleted.append(p)
+        return found
+
+
+class WorldPartitionBlueprintLibrary:
+    @classmethod
+    def get_runtime_world_bounds(cls) -> Box:
+        """The bounds of every actor descriptor of a World Partition map, loaded or not; an
+        invalid box for a map without World Partition."""
+        return running_editor().world_partition_bounds or Box()
