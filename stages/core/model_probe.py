@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .asset_guard import AssetInputError, check_egg, check_gltf
-from .gltf import GltfError, parse_glb, parse_gltf_json
+from .gltf import GltfError, parse_glb, parse_gltf_json, read_buffers
+from .skin import SkinError, bind_pose, root_motion, skeleton
 from .spawns import is_start_node
 
 LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
@@ -82,6 +83,19 @@ class ModelProbe:
     # tables (<Bundle> without vertices) is an animation clip file
     skinned: bool = False
     animation_only: bool = False
+    # glTF skeleton (joint → world position, contract frame, model units; joint → parent),
+    # bind-pose vertices (sampled, for pictures), each clip's root travel, and what else the
+    # file animates without a skin ("morph targets", "node transforms")
+    joints: dict = field(default_factory=dict)
+    joint_parents: dict = field(default_factory=dict)
+    bind_points: list = field(default_factory=list)
+    root_motion: dict = field(default_factory=dict)
+    unskinned_animation: str | None = None
+    # images the file declares: (uri or "<embedded>", mime or extension); notes on them
+    images: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    # a flat ground plane that dwarfs the rest, measured apart (levels)
+    ground_plane: dict | None = None
 
     @property
     def extent(self) -> tuple[float, float, float]:
@@ -271,6 +285,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
         probe.extras = {}  # extras may be any JSON value; only an object carries ours
     lo = [math.inf] * 3
     hi = [-math.inf] * 3
+    parts: list[tuple[list[float], list[float], int]] = []  # per mesh node: bounds, triangles
 
     def visit(idx: int, parent: _Affine, depth: int) -> None:
         if depth > 64 or idx >= len(nodes):
@@ -304,6 +319,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
                     probe.triangles += acc.get("count", 0) // 3
                 if "min" in acc and "max" in acc:
                     a, b = acc["min"], acc["max"]
+                    plo, phi = [math.inf] * 3, [-math.inf] * 3
                     for cx in (a[0], b[0]):
                         for cy in (a[1], b[1]):
                             for cz in (a[2], b[2]):
@@ -311,6 +327,9 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
                                 for k in range(3):
                                     lo[k] = min(lo[k], p[k])
                                     hi[k] = max(hi[k], p[k])
+                                    plo[k] = min(plo[k], p[k])
+                                    phi[k] = max(phi[k], p[k])
+                    parts.append((plo, phi, idx))
         for child in node.get("children", []):
             visit(child, world, depth + 1)
 
@@ -321,7 +340,77 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
     if lo[0] <= hi[0]:
         probe.bounds_min = (lo[0], lo[1], lo[2])
         probe.bounds_max = (hi[0], hi[1], hi[2])
+        probe.ground_plane = _ground_plane(parts, nodes)
+    for img in doc.get("images", []):
+        if isinstance(img, dict):
+            uri = img.get("uri")
+            probe.images.append((uri if isinstance(uri, str) and not uri.startswith("data:")
+                                 else "<embedded>", img.get("mimeType") or (
+                Path(uri).suffix.lower().lstrip(".") if isinstance(uri, str)
+                and not uri.startswith("data:") else "")))
+    if "EXT_texture_webp" in (doc.get("extensionsUsed") or []):
+        probe.notes.append("textures in EXT_texture_webp (WebP), with "
+                           + ("a fallback image" if any(
+                               "source" in t for t in doc.get("textures", []) if
+                               isinstance(t, dict)) else "no fallback image"))
+    if not probe.skinned and doc.get("animations"):
+        paths = {ch.get("target", {}).get("path") for a in doc["animations"]
+                 for ch in a.get("channels", []) if isinstance(ch, dict)}
+        probe.unskinned_animation = ("morph targets" if "weights" in paths else
+                                     "node transforms")
+    probe.animation_only = bool(doc.get("animations")) and not meshes
     return probe
+
+
+def _ground_plane(parts: list[tuple[list[float], list[float], int]], nodes: list
+                  ) -> dict | None:
+    """A flat mesh node (height under 1 % of its width) at least 4x wider than everything
+    else together, measured apart: the bounds of the rest, and the plane's size."""
+    if len(parts) < 2:
+        return None
+    best = max(parts, key=lambda p: max(p[1][0] - p[0][0], p[1][1] - p[0][1]))
+    width = max(best[1][0] - best[0][0], best[1][1] - best[0][1])
+    if best[1][2] - best[0][2] > 0.01 * width:
+        return None
+    rest = [p for p in parts if p is not best]
+    rlo = [min(p[0][k] for p in rest) for k in range(3)]
+    rhi = [max(p[1][k] for p in rest) for k in range(3)]
+    rwidth = max(rhi[0] - rlo[0], rhi[1] - rlo[1])
+    if width < 4 * max(rwidth, 1e-9):
+        return None
+    # the rest, standing on the plane: keep the plane's height in the bounds
+    rlo[2] = min(rlo[2], best[0][2])
+    rhi[2] = max(rhi[2], best[1][2])
+    name = nodes[best[2]].get("name", f"node{best[2]}") if best[2] < len(nodes) else "?"
+    return {"node": str(name), "size_m": [best[1][0] - best[0][0], best[1][1] - best[0][1]],
+            "rest_min": rlo, "rest_max": rhi}
+
+
+def _measure_skeleton(probe: ModelProbe, doc: dict, binary: bytes, base_dir: Path,
+                      cs: str) -> None:
+    """Bounds through the skin (the glTF spec's bind pose), the skeleton and each clip's root
+    travel. A skin that cannot be evaluated is a ProbeError ``bad_skin``."""
+    conv = to_z_up(cs)
+    try:
+        buffers = read_buffers(doc, binary, base_dir)
+    except (OSError, GltfError) as exc:
+        raise ProbeError("unreadable_buffer", f"cannot read the buffers the skin needs: "
+                         f"{exc}") from None
+    try:
+        if probe.animation_only:
+            probe.joints, probe.joint_parents = skeleton(doc, conv)
+        else:
+            pose = bind_pose(doc, buffers, conv)
+            probe.joints, probe.joint_parents = pose.joints, pose.parents
+            probe.notes.extend(pose.notes)
+            b = pose.bounds()
+            if b is not None:
+                probe.bounds_min, probe.bounds_max = b
+            step = max(1, len(pose.points) // 6000)
+            probe.bind_points = pose.points[::step]
+        probe.root_motion = root_motion(doc, buffers, conv, set(probe.joints))
+    except (SkinError, KeyError, IndexError, TypeError) as exc:
+        raise ProbeError("bad_skin", str(exc)) from None
 
 
 # ---------------------------------------------------------------- text formats
@@ -450,6 +539,9 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
             raise ProbeError(exc.reason, exc.detail) from None
         probe = _probe_gltf_doc(doc, bin_len, cs)
         probe.coordinate_system_source = source
+        if probe.skinned or probe.animation_only:
+            _measure_skeleton(probe, doc, b"" if fmt == "gltf" else bytes(binary or b""),
+                              path.parent, cs)
         return probe
     if fmt == "obj":
         probe = _probe_obj(data, cs, scale)
