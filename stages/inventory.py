@@ -33,10 +33,16 @@ import yaml
 
 from .config import ConfigError, InventoryConfig, load_params
 from .core.levels import classify_by_name, disabled_reason, name_for
-from .core.model_probe import ProbeError, model_format, probe_model, unreal_package_problem
+from .core.model_probe import ProbeError, model_format, unreal_package_problem
 from .core.spawns import parse_starts
 from .parquet_io import write_parquet
-from .shared.inventory_characters import _Probes, characters_table, discover, skipped_table
+from .shared.inventory_characters import (
+    _Probes,
+    characters_table,
+    discover,
+    probe_file,
+    skipped_table,
+)
 from .shared.library_walk import Entry, group_by_pack, walk_library
 
 LEVEL_COLUMNS = [
@@ -217,8 +223,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 bad_package = unreal_package_problem(e.path)
                 if bad_package:
                     raise ProbeError(*bad_package)
-                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale,
-                                    root / pack)  # references stay inside the pack
+                probe = probe_file(e.path, cfg.max_probe_bytes, up_axis, scale,
+                                   root / pack)  # references stay inside the pack
             except ProbeError as exc:
                 row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
                 rows.append(row)

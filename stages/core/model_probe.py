@@ -26,7 +26,10 @@ from .gltf import GltfError, parse_glb, parse_gltf_json, read_buffers
 from .skin import SkinError, bind_pose, root_motion, skeleton
 from .spawns import is_start_node
 
-LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
+LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap", ".fbx")
+# FBX is measured through Panda3D's Assimp loader in a child process (stages.engine.fbx_probe),
+# never here: probe_model refuses it, the inventory routes it there
+ENGINE_LOADED_SUFFIXES = (".fbx",)
 UNREAL_PACKAGE_TAG = 0x9E2A83C1
 
 
@@ -504,6 +507,9 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
     fmt = model_format(path)
     if fmt is None:
         raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
+    if fmt == "fbx":
+        raise ProbeError("unsupported_format", f"{path.name}: FBX is read through Panda3D's "
+                         "Assimp loader (stages.engine.fbx_probe), not by this probe")
     try:
         if fmt == "umap":
             size = path.stat().st_size

@@ -42,6 +42,7 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
         model-cache-dir
         notify-level-device fatal
         notify-level-display error
+        load-file-type p3assimp
     """)
 
 

@@ -54,10 +54,22 @@ CHARACTER_COLUMNS = [
 ]
 SKIPPED_COLUMNS = ["path", "pack", "reason", "detail"]
 SKELETON_MATCH_MIN = 0.6  # a clip-only file goes with a character whose skeleton fits this well
-MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf")
+MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf", "fbx")
 CLIP_FOLDERS = ("anims", "animations", "anim", "clips")
 SIDECAR_KEYS = ("name", "model", "kind", "animations", "scale", "yaw_correction_deg",
                 "walk_speed", "locomotion", "height_offset_m", "up_axis")
+
+
+def probe_file(path: Path, max_bytes: int, up_axis: Any = None, scale: float = 1.0,
+               root: Path | None = None) -> ModelProbe:
+    """``core.model_probe.probe_model``, and FBX through Panda3D's Assimp loader in a child
+    process (``engine.fbx_probe``). ProbeError with a reason for a file that cannot be used."""
+    if model_format(path) == "fbx":
+        from ..engine.fbx_probe import fbx_model_probe
+
+        probe: ModelProbe = fbx_model_probe(path, max_bytes)
+        return probe
+    return probe_model(path, max_bytes, up_axis, scale, root)
 
 
 class _Probes:
@@ -80,8 +92,8 @@ class _Probes:
         key = (str(path), None if up_axis is None else str(up_axis))
         if key not in self._memo:
             try:
-                self._memo[key] = probe_model(path, self.cfg.max_probe_bytes, up_axis, 1.0,
-                                              self._pack(path))
+                self._memo[key] = probe_file(path, self.cfg.max_probe_bytes, up_axis, 1.0,
+                                             self._pack(path))
             except ProbeError as exc:
                 self._memo[key] = exc
         hit = self._memo[key]

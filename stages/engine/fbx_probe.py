@@ -1,0 +1,143 @@
+"""Measure an FBX file through Panda3D's Assimp loader (``load-file-type p3assimp``,
+``libp3assimp.so`` in the panda3d wheel), in a child process: a file that trips an assertion
+or crashes the loader costs a row with the loader's message, never the inventory.
+
+``python -m stages.engine.fbx_probe FILE`` prints one JSON object: ``ok``, and either the
+loader's ``error`` or what it loaded — tight bounds (Panda3D's frame: Z up; skinned geometry in
+its rest pose), geometry and triangle counts, characters, joints (name → rest position, parent)
+and animation bundles (name, frames, fps).
+
+Measured here, panda3d 1.10.16: mesh-only FBX files load; the skinned, animated FBX files of
+assimp's test models stop on "mismatched number of frames" in AnimChannelMatrixXfmTable (the
+Assimp loader's key tables), so those come back as ``ok: false`` with that message.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TIMEOUT_S = 60.0
+
+
+def _measure(path: str) -> dict[str, Any]:
+    from panda3d.core import Filename, Loader, LoaderOptions, NodePath, loadPrcFileData
+
+    loadPrcFileData("wmforge-fbx", "load-file-type p3assimp\nwindow-type none\n"
+                    "audio-library-name null\nmodel-cache-dir\nnotify-level-gobj fatal\n"
+                    "notify-level-assimp error\n")
+    try:
+        node = Loader.getGlobalPtr().loadSync(Filename.fromOsSpecific(path),
+                                              LoaderOptions(LoaderOptions.LF_no_cache |
+                                                            LoaderOptions.LF_report_errors))
+    except AssertionError as exc:  # Panda3D turns its C++ assertions into this
+        return {"ok": False, "error": f"Panda3D's Assimp loader: {exc}"}
+    if node is None:
+        return {"ok": False, "error": "Panda3D's Assimp loader could not load this file"}
+    np_ = NodePath(node)
+    tri = 0
+    geoms = np_.findAllMatches("**/+GeomNode")
+    for g in geoms:
+        gn = g.node()
+        for i in range(gn.getNumGeoms()):
+            geom = gn.getGeom(i)
+            for k in range(geom.getNumPrimitives()):
+                tri += geom.getPrimitive(k).getNumFaces()
+    bounds = np_.getTightBounds()
+    joints: dict[str, list[float]] = {}
+    parents: dict[str, str | None] = {}
+    chars = np_.findAllMatches("**/+Character")
+    for c in chars:
+        ch = c.node()
+        for b in range(ch.getNumBundles()):
+            bundle = ch.getBundle(b)
+
+            def walk(part: Any, parent: str | None, mat: Any) -> None:
+                for j in range(part.getNumChildren()):
+                    child = part.getChild(j)
+                    m = mat
+                    if hasattr(child, "getDefaultValue"):
+                        m = child.getDefaultValue() * mat
+                        t = m.getRow3(3)
+                        joints[child.getName()] = [t[0], t[1], t[2]]
+                        parents[child.getName()] = parent
+                        walk(child, child.getName(), m)
+                    else:
+                        walk(child, parent, mat)
+
+            from panda3d.core import LMatrix4f
+
+            walk(bundle, None, LMatrix4f.identMat())
+    anims = []
+    for a in np_.findAllMatches("**/+AnimBundleNode"):
+        ab = a.node().getBundle()
+        anims.append({"name": ab.getName(), "frames": ab.getNumFrames(),
+                      "fps": ab.getBaseFrameRate()})
+    return {"ok": True, "geoms": geoms.getNumPaths(), "triangles": tri,
+            "bounds": None if bounds is None else [list(bounds[0]), list(bounds[1])],
+            "characters": chars.getNumPaths(), "joints": joints, "parents": parents,
+            "animations": anims}
+
+
+def probe_fbx(path: Path, timeout_s: float = TIMEOUT_S) -> dict[str, Any]:
+    """What Panda3D's Assimp loader makes of ``path``, measured in a child process."""
+    try:
+        res = subprocess.run([sys.executable, "-m", "stages.engine.fbx_probe", str(path)],
+                             capture_output=True, text=True, timeout=timeout_s,
+                             cwd=str(Path(__file__).resolve().parents[2]))
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"Panda3D's Assimp loader took over {timeout_s:.0f} s"}
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+    if res.returncode != 0 or not lines:
+        tail = " | ".join((res.stderr or "").strip().splitlines()[-3:])
+        how = f"signal {-res.returncode}" if res.returncode < 0 else f"exit {res.returncode}"
+        return {"ok": False, "error": f"Panda3D's Assimp loader stopped ({how}): {tail[:300]}"}
+    out: dict[str, Any] = json.loads(lines[-1])
+    return out
+
+
+if __name__ == "__main__":
+    try:
+        result = _measure(sys.argv[1])
+    except Exception as exc:  # noqa: BLE001 - any loader failure is a row, never a crash
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(result))
+
+
+def fbx_model_probe(path: Path, max_bytes: int) -> Any:
+    """A ``core.model_probe.ModelProbe`` of an FBX file from :func:`probe_fbx` (format "fbx",
+    Z-up as Panda3D loads it); ProbeError ``unreadable`` with the loader's message when it
+    cannot be loaded, ``too_large`` / ``empty_file`` before trying."""
+    from ..core.model_probe import ModelProbe, ProbeError
+
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ProbeError("unreadable", f"{exc.strerror or exc}") from None
+    if size == 0:
+        raise ProbeError("empty_file", "file is empty")
+    if size > max_bytes:
+        raise ProbeError("too_large", f"{size} bytes exceeds the probe limit of {max_bytes}")
+    r = probe_fbx(path)
+    if not r.get("ok"):
+        raise ProbeError("unreadable", str(r.get("error")))
+    probe = ModelProbe(format="fbx", coordinate_system="z-up",
+                       coordinate_system_source="format")
+    probe.triangles = int(r.get("triangles", 0))
+    probe.meshes = int(r.get("geoms", 0))
+    if r.get("bounds"):
+        probe.bounds_min = tuple(r["bounds"][0])
+        probe.bounds_max = tuple(r["bounds"][1])
+    probe.joints = {k: tuple(v) for k, v in (r.get("joints") or {}).items()}
+    probe.joint_parents = dict(r.get("parents") or {})
+    probe.animations = [str(a["name"]) for a in r.get("animations", [])]
+    probe.skinned = bool(r.get("characters")) and probe.meshes > 0
+    probe.animation_only = bool(probe.animations or probe.joints) and probe.meshes == 0
+    if probe.animation_only and not probe.animations:
+        probe.notes.append("a skeleton without a mesh")
+    if not probe.triangles and not probe.joints:
+        raise ProbeError("no_geometry", "Panda3D's Assimp loader found no mesh and no joints")
+    return probe
