@@ -259,3 +259,44 @@ def write_rig(path: Path, skel: dict | None = None, names: dict | None = None,
     g.doc["scenes"] = [{"nodes": scene_roots}]
     g.doc["scene"] = 0
     return g.write(path)
+
+
+def write_level(path: Path, boxes: list[tuple[tuple, tuple]], images: list[dict] | None = None,
+                extensions_used: list[str] | None = None, textures: list[dict] | None = None
+                ) -> Path:
+    """A static GLB level: one mesh node per box ((min xyz), (max xyz), glTF frame, metres);
+    ``images``/``textures``/``extensions_used`` are written as given (Godot's
+    EXT_texture_webp, percent-escaped URIs)."""
+    g = _Glb()
+    nodes, meshes = [], []
+    for k, (lo, hi) in enumerate(boxes):
+        v, f = _box(np.array(lo, dtype=float), np.array(hi, dtype=float), 0.0)
+        prim = {"attributes": {"POSITION": g.acc(np.array(v, dtype=np.float32), 5126, "VEC3",
+                                                 True)},
+                "indices": g.acc(np.array(f, dtype=np.uint16).reshape(-1), 5123, "SCALAR")}
+        meshes.append({"primitives": [prim]})
+        nodes.append({"name": f"Box{k}", "mesh": k})
+    g.doc.update(nodes=nodes, meshes=meshes, scenes=[{"nodes": list(range(len(nodes)))}],
+                 scene=0)
+    if images:
+        g.doc["images"] = images
+    if textures:
+        g.doc["textures"] = textures
+    if extensions_used:
+        g.doc["extensionsUsed"] = extensions_used
+    return g.write(path)
+
+
+def with_json(path: Path, edit) -> Path:
+    """Rewrite a GLB's JSON chunk through ``edit(doc)`` (a broken reference, a missing key)."""
+    data = path.read_bytes()
+    jlen = struct.unpack_from("<I", data, 12)[0]
+    doc = json.loads(data[20:20 + jlen])
+    binchunk = data[20 + jlen:]
+    edit(doc)
+    js = json.dumps(doc).encode()
+    js += b" " * (-len(js) % 4)
+    out = struct.pack("<4sII", b"glTF", 2, 12 + 8 + len(js) + len(binchunk))
+    out += struct.pack("<I4s", len(js), b"JSON") + js + binchunk
+    path.write_bytes(out)
+    return path

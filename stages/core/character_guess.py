@@ -35,8 +35,9 @@ def _words(text: str) -> frozenset[str]:
 _STEMS: dict[str, str] = {}
 for _stem, _ws in {
     "walk": "walk walking walks walked walkcycle",
-    "run": "run running runs jog jogging jogs sprint sprinting sprints trot trotting gallop "
-           "galloping",
+    "jog": "jog jogging jogs trot trotting",
+    "run": "run running runs gallop galloping",
+    "sprint": "sprint sprinting sprints",
     "move": "move moving locomotion",
     "forward": "forward forwards fwd ahead",
     "back": "back backward backwards bwd reverse retreat",
@@ -62,7 +63,7 @@ _OTHER = _words("jump jumping attack attacking die dying death dead hit hurt pun
                 "drunk sneak sneaking crawl crawling climb climbing push pull carry sit sitting "
                 "lie sleep sleeping wave waving talk talking yes no")
 # for the same action, a walk beats a jog beats a run (Stage I moves at walking speed)
-_PREFERENCE = ("walk", "forward", "move", "run")
+_PREFERENCE = ("walk", "forward", "move", "jog", "run", "sprint")
 
 
 def _stems(name: str, ignore: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
@@ -91,7 +92,7 @@ def action_for_clip(name: str, ignore: frozenset[str] = frozenset()) -> str | No
                 break
     if not s or "turn" in s:
         return None
-    moving = bool(s & {"walk", "run", "move", "forward", "strafe"})
+    moving = bool(s & {"walk", "jog", "run", "sprint", "move", "forward", "strafe"})
     if "back" in s and "left" in s:
         return "SA"
     if "back" in s and "right" in s:

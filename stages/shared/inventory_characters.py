@@ -190,19 +190,15 @@ def skipped_table(root: Path, files: list[Path], used: set[Path],
     character's clips, with the reason: nothing in the library is dropped in silence."""
     rows = []
     for f in sorted(files):
-        if f in used or (model_format(f) is None and f.suffix.lower() != ".fbx"):
+        if f in used or model_format(f) is None:
             continue
         rel = str(f.relative_to(root))
         pack = Path(rel).parts[0] if len(Path(rel).parts) > 1 else ""
-        if f.suffix.lower() == ".fbx":
-            rows.append({"path": rel, "pack": pack, "reason": "fbx_not_measured",
-                         "detail": "FBX is measured through Panda3D's Assimp loader "
-                                   "(inventory.read_fbx); it is off or found nothing"})
-            continue
         try:
             p = probe(f)
         except ProbeError as exc:
-            rows.append({"path": rel, "pack": pack, "reason": f"unreadable: {exc.reason}",
+            what = exc.detail if exc.reason == "unreadable" else f"{exc.reason}: {exc.detail}"
+            rows.append({"path": rel, "pack": pack, "reason": f"unreadable: {what[:200]}",
                          "detail": exc.detail})
             continue
         if p.animation_only:
