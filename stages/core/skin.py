@@ -48,8 +48,11 @@ class BindPose:
         return (min(xs), min(ys), min(zs)), (max(xs), max(ys), max(zs))
 
 
-def node_matrix(node: dict) -> Mat:
-    """A node's local transform as a 3x4 affine matrix (``matrix`` or T x R x S)."""
+def node_matrix(node: dict, pose: dict | None = None) -> Mat:
+    """A node's local transform as a 3x4 affine matrix (``matrix`` or T x R x S); ``pose``
+    replaces its translation / rotation / scale (a clip's values at some time)."""
+    if pose:
+        node = {k: v for k, v in node.items() if k != "matrix"} | pose
     if "matrix" in node:
         c = node["matrix"]  # column-major 4x4
         return [[c[0], c[4], c[8], c[12]], [c[1], c[5], c[9], c[13]], [c[2], c[6], c[10], c[14]]]
@@ -76,9 +79,12 @@ def mat_apply(m: Mat, p) -> Vec:
             m[2][0] * p[0] + m[2][1] * p[1] + m[2][2] * p[2] + m[2][3])
 
 
-def world_matrices(doc: dict) -> tuple[dict[int, Mat], dict[int, int]]:
+def world_matrices(doc: dict, pose: dict[int, dict] | None = None
+                   ) -> tuple[dict[int, Mat], dict[int, int]]:
     """(node → world matrix, node → parent node) for every node reachable from the scene's
-    roots (every parentless node when there is no scene). Raises SkinError on a cycle."""
+    roots (every parentless node when there is no scene), each node's local transform
+    replaced by ``pose[node]`` where given. Raises SkinError on a cycle."""
+    pose = pose or {}
     nodes = doc.get("nodes", [])
     parent: dict[int, int] = {}
     for i, n in enumerate(nodes):
@@ -95,7 +101,7 @@ def world_matrices(doc: dict) -> tuple[dict[int, Mat], dict[int, int]]:
         i, pm, depth = stack.pop()
         if depth > 256 or i in world:
             raise SkinError(f"node {i} is reached twice: the node tree is cyclic")
-        world[i] = mat_mul(pm, node_matrix(nodes[i]))
+        world[i] = mat_mul(pm, node_matrix(nodes[i], pose.get(i)))
         stack.extend((c, world[i], depth + 1) for c in nodes[i].get("children", []))
     # joints a skin names outside the scene still have a world matrix (their own chain)
     for i in range(len(nodes)):
@@ -107,7 +113,7 @@ def world_matrices(doc: dict) -> tuple[dict[int, Mat], dict[int, int]]:
                 k = parent.get(k)
             m = world[k] if k is not None and k in world else IDENTITY
             for j in reversed(chain):
-                m = mat_mul(m, node_matrix(nodes[j]))
+                m = mat_mul(m, node_matrix(nodes[j], pose.get(j)))
                 world[j] = m
     return world, parent
 
@@ -158,14 +164,16 @@ def skeleton(doc: dict, conv: Callable[[Vec], Vec]) -> tuple[dict[str, Vec],
     return joints, parents
 
 
-def bind_pose(doc: dict, buffers: list[bytes], conv: Callable[[Vec], Vec]) -> BindPose:
+def bind_pose(doc: dict, buffers: list[bytes], conv: Callable[[Vec], Vec],
+              pose: dict[int, dict] | None = None) -> BindPose:
     """Every mesh vertex of the scene in the bind pose (skinned meshes through their skin,
-    the others through their node's world transform), and the skeleton. SkinError for a skin
+    the others through their node's world transform), and the skeleton; with ``pose`` (node →
+    translation/rotation/scale, :func:`clip_pose`), in that pose instead. SkinError for a skin
     that cannot be evaluated."""
     nodes = doc.get("nodes", [])
     meshes = doc.get("meshes", [])
     skins = doc.get("skins", [])
-    world, _ = world_matrices(doc)
+    world, _ = world_matrices(doc, pose)
     out = BindPose()
     out.joints, out.parents = skeleton(doc, conv)
     for ni, node in enumerate(nodes):
@@ -264,6 +272,55 @@ def root_motion(doc: dict, buffers: list[bytes], conv: Callable[[Vec], Vec],
         pa = conv(mat_apply(pm, a))
         pb = conv(mat_apply(pm, b))
         out[name] = (pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2])
+    return out
+
+
+def clip_pose(doc: dict, buffers: list[bytes], anim: int, u: float,
+              target: dict | None = None) -> dict[int, dict]:
+    """The local translation / rotation / scale of every node clip ``anim`` moves, at the share
+    ``u`` (0..1) of its duration (linear keys, normalised linear blend of rotations: enough for
+    a picture). With ``target`` (another file's document), nodes are matched by name into it:
+    a clip-only file posing a character."""
+    a = doc["animations"][anim]
+    nodes = doc.get("nodes", [])
+    by_name = {str(n.get("name")): i for i, n in enumerate((target or doc).get("nodes", []))}
+    samples: list[tuple[int, str, list, list]] = []
+    t_end = 0.0
+    for ch in a.get("channels", []):
+        tgt = ch.get("target", {})
+        path, node = tgt.get("path"), tgt.get("node")
+        if path not in ("translation", "rotation", "scale") or not isinstance(node, int):
+            continue
+        smp = a["samplers"][ch["sampler"]]
+        times = [t[0] for t in read_accessor_values(doc, buffers, smp["input"])]
+        vals = read_accessor_values(doc, buffers, smp["output"])
+        if not times or len(vals) < len(times):
+            continue
+        if smp.get("interpolation") == "CUBICSPLINE":
+            vals = vals[1::3]
+        t_end = max(t_end, times[-1])
+        samples.append((node, path, times, vals))
+    out: dict[int, dict] = {}
+    t = u * t_end
+    for node, path, times, vals in samples:
+        k = 0
+        while k + 1 < len(times) and times[k + 1] <= t:
+            k += 1
+        if k + 1 < len(times) and times[k + 1] > times[k]:
+            w = (t - times[k]) / (times[k + 1] - times[k])
+            v = [x + (y - x) * w for x, y in zip(vals[k], vals[k + 1], strict=True)]
+        else:
+            v = list(vals[k])
+        if path == "rotation":
+            n = math.sqrt(sum(c * c for c in v)) or 1.0
+            v = [c / n for c in v]
+        idx = node
+        if target is not None:
+            name = str(nodes[node].get("name")) if node < len(nodes) else ""
+            if name not in by_name:
+                continue
+            idx = by_name[name]
+        out.setdefault(idx, {})[path] = v
     return out
 
 
