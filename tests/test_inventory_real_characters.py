@@ -17,6 +17,7 @@ import pytest
 from stages.config import InventoryConfig
 from stages.core.character_guess import map_clips
 from stages.core.model_probe import probe_model
+from stages.engine.fbx_probe import find_fbx2gltf
 from stages.inventory import run_inventory
 
 from .rigs import BIPED, QUADRUPED, UNREAL_NAMES, a_pose, with_json, write_level, write_rig
@@ -184,7 +185,9 @@ def _real_library(tmp_path: Path) -> Path:
     return lib
 
 
-def test_real_files_are_rows_with_reasons_never_dropped(tmp_path):
+def test_real_files_are_rows_with_reasons_never_dropped(tmp_path, monkeypatch):
+    monkeypatch.delenv("WMFORGE_FBX2GLTF", raising=False)  # Panda3D's loader alone
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     lib = _real_library(tmp_path)
     res, ch = _chars(lib)
     lv = res.levels.set_index("path")
@@ -276,3 +279,22 @@ def test_webp_and_percent_escaped_textures_are_counted(tmp_path):
     assert row.file_count == 3  # the .glb and its two declared textures in textures/
     assert "EXT_texture_webp" in row.detail and "with a fallback image" in row.detail
     assert "1 declared image(s) missing: ['textures/gone.webp']" in row.detail
+
+
+@pytest.mark.skipif(find_fbx2gltf() is None, reason="no FBX2glTF (npm package fbx2gltf; set "
+                    "$WMFORGE_FBX2GLTF): the skinned FBX files stay 'unreadable' rows")
+def test_skinned_fbx_is_measured_through_fbx2gltf_when_at_hand(tmp_path):
+    """Blender's skinned, animated FBX (assimp's huesitos.fbx), which Panda3D's loader refuses:
+    measured through FBX2glTF's conversion — skin, clip, bind pose — and a row that says the
+    engine cannot load it, never a silent drop."""
+    lib = tmp_path / "lib"
+    (lib / "Rigs/Huesitos").mkdir(parents=True)
+    shutil.copy(REAL / "assimp_fbx/huesitos.fbx", lib / "Rigs/Huesitos/")
+    res, ch = _chars(lib)
+    r = ch.loc["Rigs/huesitos"]
+    assert not r.ok and r.reason == "fbx_engine_cannot_load"
+    assert "mismatched number of frames" in r.animation_notes
+    assert r.visual_height_m == pytest.approx(5.44, abs=0.02)  # as the committed conversion
+    assert json.loads(r.model_clips) == ["Armature|Action"]
+    assert "measured through FBX2glTF's conversion" in r.guesses
+    assert res.skipped.empty and res.levels.empty

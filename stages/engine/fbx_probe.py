@@ -9,18 +9,51 @@ and animation bundles (name, frames, fps).
 
 Measured here, panda3d 1.10.16: mesh-only FBX files load; the skinned, animated FBX files of
 assimp's test models stop on "mismatched number of frames" in AnimChannelMatrixXfmTable (the
-Assimp loader's key tables), so those come back as ``ok: false`` with that message.
+Assimp loader's key tables), so those come back as ``ok: false`` with that message. When an
+FBX2glTF binary is at hand (``$WMFORGE_FBX2GLTF`` or on PATH; the npm package ``fbx2gltf``
+ships one), such a file is measured through its GLB conversion instead — skins, clips and the
+bind pose as for any glTF — and its character row says the engine cannot load it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 TIMEOUT_S = 60.0
+CONVERTER_ENV = "WMFORGE_FBX2GLTF"  # path of an FBX2glTF binary (npm package fbx2gltf)
+
+
+def find_fbx2gltf() -> str | None:
+    """An FBX2glTF executable: ``$WMFORGE_FBX2GLTF``, else ``FBX2glTF`` on PATH (the npm
+    package ``fbx2gltf`` ships one: node_modules/fbx2gltf/bin/Linux/FBX2glTF); None without."""
+    exe = os.environ.get(CONVERTER_ENV) or shutil.which("FBX2glTF")
+    return exe if exe and os.access(exe, os.X_OK) else None
+
+
+def convert_fbx(path: Path, out_dir: Path, timeout_s: float = TIMEOUT_S) -> Path:
+    """``path`` converted to a GLB in ``out_dir`` by FBX2glTF; OSError with its message when
+    there is no converter or it fails."""
+    exe = find_fbx2gltf()
+    if exe is None:
+        raise OSError(f"no FBX2glTF (set ${CONVERTER_ENV} or put FBX2glTF on PATH)")
+    out = out_dir / path.stem
+    try:
+        res = subprocess.run([exe, "--binary", "--input", str(path), "--output", str(out)],
+                             capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise OSError(f"FBX2glTF took over {timeout_s:.0f} s") from None
+    glb = out.with_suffix(".glb")
+    if res.returncode != 0 or not glb.is_file():
+        tail = " | ".join((res.stderr or res.stdout or "").strip().splitlines()[-2:])
+        raise OSError(f"FBX2glTF failed (exit {res.returncode}): {tail[:300]}")
+    return glb
 
 
 def _measure(path: str) -> dict[str, Any]:
@@ -107,6 +140,27 @@ if __name__ == "__main__":
     print(json.dumps(result))
 
 
+def _through_converter(path: Path, max_bytes: int, loader_error: str) -> Any:
+    """A ModelProbe of an FBX that Panda3D's loader refuses, measured through FBX2glTF's GLB
+    (skins, clips, the bind pose: the glTF path), marked ``engine_loadable: False`` with the
+    loader's message; None without a converter or when it fails too."""
+    from ..core.model_probe import ProbeError, probe_model
+
+    if find_fbx2gltf() is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="wmforge-fbx-") as tmp:
+        try:
+            glb = convert_fbx(path, Path(tmp))
+            probe = probe_model(glb, max_bytes)
+        except (OSError, ProbeError):
+            return None
+    probe.format = "fbx"
+    probe.extras = {"engine_loadable": False, "loader_error": loader_error}
+    probe.notes.append("measured through FBX2glTF's conversion (Panda3D's Assimp loader "
+                       f"refuses the file: {loader_error})")
+    return probe
+
+
 def fbx_model_probe(path: Path, max_bytes: int) -> Any:
     """A ``core.model_probe.ModelProbe`` of an FBX file from :func:`probe_fbx` (format "fbx",
     Z-up as Panda3D loads it); ProbeError ``unreadable`` with the loader's message when it
@@ -123,6 +177,9 @@ def fbx_model_probe(path: Path, max_bytes: int) -> Any:
         raise ProbeError("too_large", f"{size} bytes exceeds the probe limit of {max_bytes}")
     r = probe_fbx(path)
     if not r.get("ok"):
+        converted = _through_converter(path, max_bytes, str(r.get("error")))
+        if converted is not None:
+            return converted
         raise ProbeError("unreadable", str(r.get("error")))
     probe = ModelProbe(format="fbx", coordinate_system="z-up",
                        coordinate_system_source="format")

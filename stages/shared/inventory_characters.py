@@ -263,7 +263,7 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     # is an exporter's default), each with its root travel
     names: dict[str, str] = {}  # clip key (what the engine plays) → the name a user reads
     travel: dict[str, tuple[float, float, float]] = {}
-    if p.format == "gltf":
+    if p.format in ("gltf", "fbx"):
         for c in p.animations:
             names[c] = c
             if c in p.root_motion:
@@ -337,6 +337,7 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
                            "(root motion): played in place, Stage I's controller moves the "
                            "capsule")
     mapping, fallback = resolve_animation_map(present)
+    guesses.extend(p.notes)
     row.update(
         ok=True, reason=None, kind=kind, locomotion=loco, scale=scale, yaw_correction_deg=yaw,
         walk_speed=_as_float(m, "walk_speed", cfg.default_walk_speed, where),
@@ -353,6 +354,12 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
         coordinate_system=p.coordinate_system,
         coordinate_system_source=p.coordinate_system_source,
     )
+    if p.extras.get("engine_loadable") is False:
+        # measured through a conversion the engine does not load: every figure is there for
+        # the user to see, the character is not used
+        row.update(ok=False, reason="fbx_engine_cannot_load",
+                   animation_notes=f"{p.extras.get('loader_error')}; convert it to glTF "
+                   "(FBX2glTF) beside the FBX to use it")
     return row
 
 
@@ -368,7 +375,7 @@ def _user_name(root: Path, model: Path) -> str:
 
 def _model_stem(model: Path) -> str:
     name = model.name
-    for suf in (".egg.pz", ".egg", ".glb", ".gltf"):
+    for suf in (".egg.pz", ".egg", ".glb", ".gltf", ".fbx"):
         if name.lower().endswith(suf):
             return name[: -len(suf)]
     return name
