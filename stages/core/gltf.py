@@ -162,3 +162,35 @@ def read_accessor(doc: dict, binary: bytes, i: int) -> list[tuple[float, ...]]:
     base = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
     return [struct.unpack_from("<" + fmt * n, binary, base + k * stride)
             for k in range(acc["count"])]
+
+
+def webp_fallbacks(doc: dict) -> list[str]:
+    """Make a document's textures loadable by a reader without WebP (Panda3D's image readers
+    have none): a texture with ``EXT_texture_webp`` keeps its ``source`` when that is another
+    format (the fallback the extension's spec provides); a texture whose only image is WebP
+    loses its ``source`` (drawn untextured). Edits ``doc`` in place; returns one note per
+    texture changed or falling back."""
+    images = doc.get("images") or []
+    notes = []
+
+    def is_webp(i: object) -> bool:
+        if not isinstance(i, int) or not 0 <= i < len(images) or not isinstance(images[i], dict):
+            return False
+        img = images[i]
+        return img.get("mimeType") == "image/webp" or str(img.get("uri", "")).lower().split(
+            "?")[0].endswith(".webp")
+
+    for k, tex in enumerate(doc.get("textures") or []):
+        if not isinstance(tex, dict):
+            continue
+        ext = (tex.get("extensions") or {}).get("EXT_texture_webp")
+        src = tex.get("source")
+        if src is not None and not is_webp(src):
+            if ext is not None:
+                notes.append(f"texture {k}: WebP image skipped, its fallback image {src} used")
+            continue
+        if src is not None or ext is not None:
+            tex.pop("source", None)
+            notes.append(f"texture {k}: only a WebP image, which this reader cannot decode; "
+                         "drawn untextured")
+    return notes
