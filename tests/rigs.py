@@ -165,14 +165,17 @@ class _Glb:
 
 def write_rig(path: Path, skel: dict | None = None, names: dict | None = None,
               prefix: str = "", armature_quirk: bool = True, facing_yaw_deg: float = 0.0,
-              clips: dict | None = None, mesh: bool = True, scale: float = 1.0) -> Path:
+              clips: dict | None = None, mesh: bool = True, scale: float = 1.0,
+              hat_m: float = 0.0) -> Path:
     """A GLB of ``skel`` (default: the T-pose biped). ``names`` renames joints (prefix
     'mixamorig:' etc.); ``armature_quirk`` puts the joints under an 'Armature' node at +90 deg
     about X with scale 0.01 (joints in cm), the mesh node beside them under it, as Blender's
     exporter writes Mixamo rigs; ``facing_yaw_deg`` turns the character about the up axis
     (0: faces +Z, the glTF convention); ``clips`` maps clip name → root travel (x, y, z) in
     metres over one second (glTF frame, before the turn); ``mesh=False`` writes a
-    skeleton-only clip file; ``scale`` multiplies every length (cm models: 100)."""
+    skeleton-only clip file; ``scale`` multiplies every length (cm models: 100); ``hat_m``
+    > 0 adds an unskinned mesh (a hat that tall) parented under the head-top joint, its
+    vertices in that joint's frame (cm, rotated, as the armature leaves it)."""
     skel = skel or BIPED
     names = names or {}
     turn = _rot_y(facing_yaw_deg)
@@ -241,6 +244,20 @@ def write_rig(path: Path, skel: dict | None = None, names: dict | None = None,
             nodes[0]["children"].append(mesh_node)
         else:
             scene_roots.append(mesh_node)
+    if hat_m > 0:
+        top = next(j for j in order if j.startswith("HeadTop"))
+        w = np.eye(4)
+        w[:3, :3] = arm_lin
+        w[:3, 3] = pos[top]
+        inv = np.linalg.inv(w)
+        v, f = _box(pos[top] + np.array([0, hat_m / 2, 0]), pos[top] + np.array([0, hat_m / 2, 0]),
+                    hat_m / 2)
+        local = np.array([(inv @ np.array([*q, 1.0]))[:3] for q in v], dtype=np.float32)
+        prim = {"attributes": {"POSITION": g.acc(local, 5126, "VEC3", True)},
+                "indices": g.acc(np.array(f, dtype=np.uint16).reshape(-1), 5123, "SCALAR")}
+        g.doc.setdefault("meshes", []).append({"name": "Hat", "primitives": [prim]})
+        nodes.append({"name": "Hat", "mesh": len(g.doc["meshes"]) - 1})
+        nodes[base + idx[top]].setdefault("children", []).append(len(nodes) - 1)
     root_joint = next(j for j in order if skel[j][0] is None)
     anims = []
     for name, travel in (clips or {}).items():

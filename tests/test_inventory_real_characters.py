@@ -54,6 +54,15 @@ def test_mixamo_armature_quirk_is_measured_through_the_skin(tmp_path):
     assert "left/right joint pairs" in guesses and "toes ahead of ankles" in guesses
 
 
+def test_a_mesh_parented_under_a_joint_counts_in_the_bind_pose(tmp_path):
+    """A hat (an unskinned mesh) under the head-top joint of the rotated, 0.01-scaled
+    armature: placed by the joint's world transform, it adds its 0.3 m to the height."""
+    bare = probe_model(write_rig(tmp_path / "a.glb", prefix="mixamorig:"))
+    hat = probe_model(write_rig(tmp_path / "b.glb", prefix="mixamorig:", hat_m=0.3))
+    assert hat.bounds_max[2] == pytest.approx(2.10, abs=0.01)
+    assert hat.extent[2] - bare.extent[2] == pytest.approx(2.10 - 1.87, abs=0.01)
+
+
 @pytest.mark.parametrize("pose", ["T", "A"])
 def test_bipeds_wider_than_deep_are_humanoids_facing_their_toes(tmp_path, pose):
     """T- and A-pose bipeds with Unreal mannequin names, turned to face +X (glTF): kind from
@@ -298,3 +307,24 @@ def test_skinned_fbx_is_measured_through_fbx2gltf_when_at_hand(tmp_path):
     assert json.loads(r.model_clips) == ["Armature|Action"]
     assert "measured through FBX2glTF's conversion" in r.guesses
     assert res.skipped.empty and res.levels.empty
+
+
+@pytest.mark.parametrize("make", ["mixamo", "unreal", "hat", "simple_skin"])
+def test_bind_pose_matches_panda3d_skinning_the_loaded_model(tmp_path, make):
+    """An oracle outside our code: panda3d-gltf loads the model as a Character and Panda3D
+    skins its vertices on the CPU; their tight bounds equal the bind pose we compute (for
+    Blender/Mixamo-style rigs, and the glTF tutorial's real skin)."""
+    from stages.engine.models import load_model
+
+    path = {
+        "mixamo": lambda: write_rig(tmp_path / "m.glb", prefix="mixamorig:"),
+        "unreal": lambda: write_rig(tmp_path / "u.glb", names=UNREAL_NAMES,
+                                    armature_quirk=False, facing_yaw_deg=90),
+        "hat": lambda: write_rig(tmp_path / "h.glb", prefix="mixamorig:", hat_m=0.3),
+        "simple_skin": lambda: REAL / "assimp_simple_skin/simple_skin.gltf",
+    }[make]()
+    lo, hi = load_model(str(path)).getTightBounds()
+    ours = probe_model(path)
+    assert list(hi - lo) == pytest.approx(list(ours.extent), abs=0.01)
+    assert lo.z == pytest.approx(ours.bounds_min[2], abs=0.01)
+    assert hi.z == pytest.approx(ours.bounds_max[2], abs=0.01)
