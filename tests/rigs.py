@@ -317,3 +317,41 @@ def with_json(path: Path, edit) -> Path:
     out += struct.pack("<I4s", len(js), b"JSON") + js + binchunk
     path.write_bytes(out)
     return path
+
+
+def _sided(table: dict[str, str], left: str, right: str) -> dict[str, str]:
+    out = {}
+    for k, v in table.items():
+        if "{s}" in v:
+            out[f"Left{k}"] = v.format(s=left)
+            out[f"Right{k}"] = v.format(s=right)
+        else:
+            out[k] = v
+    return out
+
+
+# the biped's joints in other naming conventions (keys: BIPED's Mixamo names)
+CONVENTIONS = {
+    "godot_unity": _sided({"Hips": "Hips", "Spine": "Spine", "Chest": "Chest", "Neck": "Neck",
+                           "Head": "Head", "HeadTop_End": "HeadTop", "UpLeg": "{s}UpperLeg",
+                           "Leg": "{s}LowerLeg", "Foot": "{s}Foot", "ToeBase": "{s}Toes",
+                           "Toe_End": "{s}ToesEnd", "Shoulder": "{s}Shoulder",
+                           "Arm": "{s}UpperArm", "ForeArm": "{s}LowerArm", "Hand": "{s}Hand",
+                           "HandEnd": "{s}HandEnd"}, "Left", "Right"),
+    "rigify": _sided({"Hips": "DEF-spine", "Spine": "DEF-spine.001", "Chest": "DEF-spine.003",
+                      "Neck": "DEF-spine.004", "Head": "DEF-spine.006",
+                      "HeadTop_End": "DEF-spine.006_end", "UpLeg": "DEF-thigh.{s}",
+                      "Leg": "DEF-shin.{s}", "Foot": "DEF-foot.{s}", "ToeBase": "DEF-toe.{s}",
+                      "Toe_End": "DEF-toe_end.{s}", "Shoulder": "DEF-shoulder.{s}",
+                      "Arm": "DEF-upper_arm.{s}", "ForeArm": "DEF-forearm.{s}",
+                      "Hand": "DEF-hand.{s}", "HandEnd": "DEF-hand_end.{s}"}, "L", "R"),
+    "3dsmax_biped": _sided({"Hips": "Bip01 Pelvis", "Spine": "Bip01 Spine",
+                            "Chest": "Bip01 Spine1", "Neck": "Bip01 Neck", "Head": "Bip01 Head",
+                            "HeadTop_End": "Bip01 HeadNub", "UpLeg": "Bip01 {s} Thigh",
+                            "Leg": "Bip01 {s} Calf", "Foot": "Bip01 {s} Foot",
+                            "ToeBase": "Bip01 {s} Toe0", "Toe_End": "Bip01 {s} Toe0Nub",
+                            "Shoulder": "Bip01 {s} Clavicle", "Arm": "Bip01 {s} UpperArm",
+                            "ForeArm": "Bip01 {s} Forearm", "Hand": "Bip01 {s} Hand",
+                            "HandEnd": "Bip01 {s} Finger0"}, "L", "R"),
+    "unreal": UNREAL_NAMES,
+}

@@ -20,7 +20,16 @@ from stages.core.model_probe import probe_model
 from stages.engine.fbx_probe import find_fbx2gltf
 from stages.inventory import run_inventory
 
-from .rigs import BIPED, QUADRUPED, UNREAL_NAMES, a_pose, with_json, write_level, write_rig
+from .rigs import (
+    BIPED,
+    CONVENTIONS,
+    QUADRUPED,
+    UNREAL_NAMES,
+    a_pose,
+    with_json,
+    write_level,
+    write_rig,
+)
 
 REAL = Path(__file__).parent / "data" / "real_assets"
 CFG = InventoryConfig()
@@ -328,3 +337,23 @@ def test_bind_pose_matches_panda3d_skinning_the_loaded_model(tmp_path, make):
     assert list(hi - lo) == pytest.approx(list(ours.extent), abs=0.01)
     assert lo.z == pytest.approx(ours.bounds_min[2], abs=0.01)
     assert hi.z == pytest.approx(ours.bounds_max[2], abs=0.01)
+
+
+@pytest.mark.parametrize("convention", sorted(CONVENTIONS))
+@pytest.mark.parametrize("facing", [0.0, 90.0, -90.0, 180.0])
+def test_joint_name_conventions_give_kind_and_facing(tmp_path, convention, facing):
+    """Godot/Unity humanoid, Blender Rigify, 3ds Max Biped and the Unreal mannequin's names, in
+    an A-pose turned four ways: humanoid by names, forward by left/right pairs."""
+    from stages.core.character_guess import analyse_skeleton, yaw_for_forward
+
+    names = CONVENTIONS[convention]
+    assert set(names) == set(BIPED)
+    p = probe_model(write_rig(tmp_path / "r.glb", skel=a_pose(BIPED), names=names,
+                              facing_yaw_deg=facing))
+    g = analyse_skeleton(p.joints, p.joint_parents, p.bounds_min[2], p.extent[2])
+    assert g.kind == "humanoid" and "joint names" in g.kind_evidence
+    # glTF +Z turned by `facing` about Y; +Z is contract -Y (yaw correction 90)
+    want = (90.0 - facing + 180) % 360 - 180
+    assert yaw_for_forward(g.forward) == pytest.approx(180.0 if want == -180 else want)
+    assert "left/right joint pairs" in g.facing_evidence and "disagrees" not in \
+        g.facing_evidence
