@@ -77,3 +77,16 @@ def test_index_page_shows_every_sheet_in_a_real_browser(sheets):
         browser.close()
     assert sorted(titles) == sorted(chars["character_id"])
     assert len(widths) == len(chars) and min(widths) >= 900
+
+
+def test_dataset_card_lists_the_characters_as_measured(sheets):
+    from stages.report import characters_section, dataset_card
+
+    _, chars, _, _ = sheets
+    text = "\n".join(characters_section(chars))
+    assert "| Mixamo/Soldier | humanoid | 1.91 | 1 | 90 | anims/Walking.glb | - | inferred |" \
+        in text
+    assert "| Animals/Fox | quadruped | 0.73 | 0.01 | 90 | Walk | Survey | inferred |" in text
+    assert "wmforge characters" in text
+    assert characters_section(None) == []
+    assert dataset_card.__defaults__ == (None,)  # the card without characters stays as it was
