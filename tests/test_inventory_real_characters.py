@@ -230,7 +230,9 @@ def test_real_files_are_rows_with_reasons_never_dropped(tmp_path, monkeypatch):
     # FBX through Panda3D's Assimp loader: a mesh-only FBX is measured ...
     box = lv.loc["FbxBox/box.fbx"]
     assert box.format == "fbx" and box.triangles == 12
-    assert box.extent_z_m == pytest.approx(0.529, abs=0.01)
+    # the file declares UpAxis 1 (Y): its raw Y extent (0.406) is its height once upright
+    assert box.coordinate_system == "y-up" and box.coordinate_system_source == "declared"
+    assert box.extent_z_m == pytest.approx(0.406, abs=0.01)
     # ... a truncated one, and Blender's skinned+animated FBX files, which panda3d 1.10.16's
     # loader refuses, are rows with the loader's message
     assert lv.loc["FbxBox/Truncated.fbx", "reason"] == "unreadable"
@@ -357,3 +359,27 @@ def test_joint_name_conventions_give_kind_and_facing(tmp_path, convention, facin
     assert yaw_for_forward(g.forward) == pytest.approx(180.0 if want == -180 else want)
     assert "left/right joint pairs" in g.facing_evidence and "disagrees" not in \
         g.facing_evidence
+
+
+def test_fbx_character_written_by_assimp_is_measured_upright(tmp_path):
+    """Our Mixamo-style rig exported to ASCII FBX by assimp 5.2.5 (Debian assimp-utils):
+    Panda3D's Assimp loader reads its skin but keeps its Y-up axes and drops the armature's
+    transform from the joints. The inventory reads the FBX's UpAxis, measures 1.91 m standing,
+    says the joints are not usable, and the engine loads it upright at the same height; the
+    skeleton-only FBX beside it (no mesh) is a row with its reason."""
+    from stages.engine.models import load_model
+
+    lib = tmp_path / "lib"
+    (lib / "Rigs/Soldier").mkdir(parents=True)
+    for f in ("Soldier.fbx", "Walking_without_skin.fbx"):
+        shutil.copy(REAL / "assimp_exported_rig" / f, lib / "Rigs/Soldier/")
+    res, ch = _chars(lib)
+    r = ch.loc["Rigs/Soldier"]
+    assert r.ok and r.kind == "humanoid" and r.yaw_correction_deg == 90.0
+    assert r.visual_height_m == pytest.approx(1.91, abs=0.01)
+    assert r.coordinate_system == "y-up" and r.coordinate_system_source == "declared"
+    assert "drops the armature's transform" in r.guesses
+    lo, hi = load_model(str(lib / "Rigs/Soldier/Soldier.fbx")).getTightBounds()
+    assert hi.z - lo.z == pytest.approx(r.visual_height_m, abs=0.01)
+    row = res.levels.set_index("path").loc["Rigs/Soldier/Walking_without_skin.fbx"]
+    assert row.reason == "no_geometry" and row.kind == "broken"

@@ -187,8 +187,9 @@ def guess_forward(extent: tuple[float, float, float], kind: str, fmt: str
     X instead of Y, the sign cannot be told apart from the mesh and +X (0°) is assumed.
     """
     ex, ey = extent[0], extent[1]
-    convention = "glTF faces +Z (spec)" if fmt in ("glb", "gltf") else \
-        "Panda3D models face -Y"
+    convention = "glTF faces +Z (spec)" if fmt in ("glb", "gltf") else (
+        "FBX characters face +Z of their Y-up axes (-Y once upright)" if fmt == "fbx" else
+        "Panda3D models face -Y")
     if abs(ex - ey) <= 0.05 * max(ex, ey, 1e-9):
         return 90.0, f"yaw_correction_deg 90: {convention}; the shape cannot tell the axis"
     along_y = ey < ex if kind == "humanoid" else ey > ex

@@ -233,13 +233,40 @@ def declared_coordinate_system(path: Path, head: bytes | None = None) -> tuple[s
     return "z-up", "default"
 
 
+_FBX_UP_BINARY = re.compile(rb"UpAxisS\x03\x00\x00\x00intS\x07\x00\x00\x00Integer"
+                            rb"S\x00\x00\x00\x00I(.{4})", re.S)
+_FBX_UP_ASCII = re.compile(rb'"UpAxis"\s*,\s*"int"\s*,\s*"Integer"\s*,\s*""\s*,\s*(-?\d+)')
+
+
+def fbx_up_axis(path: Path) -> str | None:
+    """The up axis an FBX file declares in its GlobalSettings (``UpAxis`` 1: Y, 2: Z), binary
+    or ASCII; None when it declares none or cannot be read. Panda3D's Assimp loader does not
+    apply it: the engine does, through the effective coordinate system."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(8 << 20)
+    except OSError:
+        return None
+    m = _FBX_UP_BINARY.search(data)
+    axis = struct.unpack("<i", m.group(1))[0] if m else None
+    if axis is None:
+        a = _FBX_UP_ASCII.search(data)
+        axis = int(a.group(1)) if a else None
+    return {1: "y-up", 2: "z-up"}.get(axis) if axis is not None else None
+
+
 def effective_coordinate_system(path: Path, override: object = None,
                                 head: bytes | None = None) -> tuple[str, str]:
     """The coordinate system both the inventory and the engine use: the sidecar's ``up_axis``
-    override when given (source "override"), else what the file declares."""
+    override when given (source "override"), else what the file declares (an FBX's
+    GlobalSettings ``UpAxis``, which its loader leaves to us)."""
     cs = normalize_coordinate_system(override)
     if cs is not None:
         return cs, "override"
+    if model_format(path) == "fbx":
+        up = fbx_up_axis(path)
+        if up is not None:
+            return up, "declared"
     return declared_coordinate_system(path, head)
 
 

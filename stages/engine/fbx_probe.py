@@ -101,9 +101,9 @@ def _measure(path: str) -> dict[str, Any]:
                     else:
                         walk(child, parent, mat)
 
-            from panda3d.core import LMatrix4f
-
-            walk(bundle, None, LMatrix4f.identMat())
+            # joints are relative to their Character node: start from its place in the model
+            # (an armature node above it may carry the exporter's rotation and 0.01 scale)
+            walk(bundle, None, c.getMat(np_))
     anims = []
     for a in np_.findAllMatches("**/+AnimBundleNode"):
         ab = a.node().getBundle()
@@ -161,11 +161,19 @@ def _through_converter(path: Path, max_bytes: int, loader_error: str) -> Any:
     return probe
 
 
+def _inside(joints: dict[str, tuple], lo: tuple, hi: tuple) -> bool:
+    """Most joints within the mesh's bounds grown by a fifth of its size."""
+    pad = [0.2 * (b - a) + 1e-6 for a, b in zip(lo, hi, strict=True)]
+    n = sum(1 for p in joints.values()
+            if all(lo[k] - pad[k] <= p[k] <= hi[k] + pad[k] for k in range(3)))
+    return n >= 0.8 * len(joints)
+
+
 def fbx_model_probe(path: Path, max_bytes: int) -> Any:
     """A ``core.model_probe.ModelProbe`` of an FBX file from :func:`probe_fbx` (format "fbx",
     Z-up as Panda3D loads it); ProbeError ``unreadable`` with the loader's message when it
     cannot be loaded, ``too_large`` / ``empty_file`` before trying."""
-    from ..core.model_probe import ModelProbe, ProbeError
+    from ..core.model_probe import ModelProbe, ProbeError, effective_coordinate_system, to_z_up
 
     try:
         size = path.stat().st_size
@@ -189,6 +197,26 @@ def fbx_model_probe(path: Path, max_bytes: int) -> Any:
         probe.bounds_min = tuple(r["bounds"][0])
         probe.bounds_max = tuple(r["bounds"][1])
     probe.joints = {k: tuple(v) for k, v in (r.get("joints") or {}).items()}
+    cs, source = effective_coordinate_system(path)
+    if cs != "z-up":
+        # Panda3D's Assimp loader keeps the file's axes; the engine turns the model by the
+        # FBX's declared UpAxis (core.model_probe.effective_coordinate_system), and so do we
+        conv = to_z_up(cs)
+        if probe.bounds_min and probe.bounds_max:
+            lo, hi = probe.bounds_min, probe.bounds_max
+            corners = [conv((x, y, z)) for x in (lo[0], hi[0]) for y in (lo[1], hi[1])
+                       for z in (lo[2], hi[2])]
+            probe.bounds_min = tuple(min(c[k] for c in corners) for k in range(3))
+            probe.bounds_max = tuple(max(c[k] for c in corners) for k in range(3))
+        probe.joints = {k: conv(v) for k, v in probe.joints.items()}
+    probe.coordinate_system, probe.coordinate_system_source = cs, source
+    if probe.joints and probe.bounds_min and probe.bounds_max and not _inside(
+            probe.joints, probe.bounds_min, probe.bounds_max):
+        probe.notes.append("joint positions from Panda3D's Assimp loader do not lie in the "
+                           "mesh (it drops the armature's transform): kind and facing from "
+                           "the shape")
+        probe.joints = {}
+        probe.joint_parents = {}
     probe.joint_parents = dict(r.get("parents") or {})
     probe.animations = [str(a["name"]) for a in r.get("animations", [])]
     probe.skinned = bool(r.get("characters")) and probe.meshes > 0
