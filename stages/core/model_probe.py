@@ -511,6 +511,9 @@ def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
         raise ProbeError("corrupt_file", "egg has no vertices and no animation bundle")
     probe = _probe_points("egg", points, polygons, cs, scale)
     probe.coordinate_system_source = source
+    conv = to_z_up(cs)
+    step = max(1, len(points) // 6000)
+    probe.bind_points = [conv(q) for q in points[::step]]  # an egg's vertices: its bind pose
     probe.animations = ["anim"] if has_bundle else []
     probe.skinned = b"<Joint>" in data
     probe.animation_only = has_bundle and not points
