@@ -177,7 +177,8 @@ class LevelUnit:
         self.phase = "stage1" if indices is not None else ("render" if render else "done")
         self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
                                                          "up_axis") if k in row}
-                                    | level_overrides(row)) if indices else ""
+                                    | level_overrides(row)
+                                    | {"interior": is_interior(row)}) if indices else ""
         self.out = ctx.traj_root / level_dir_name(self.level_id)
         self.stage1_failures: list[dict] = []
         self.render_failures: list[dict] = []
