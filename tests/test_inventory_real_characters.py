@@ -383,3 +383,24 @@ def test_fbx_character_written_by_assimp_is_measured_upright(tmp_path):
     assert hi.z - lo.z == pytest.approx(r.visual_height_m, abs=0.01)
     row = res.levels.set_index("path").loc["Rigs/Soldier/Walking_without_skin.fbx"]
     assert row.reason == "no_geometry" and row.kind == "broken"
+
+
+def test_panda3d_panda_without_its_sidecar_reads_as_a_person_reads_it(tmp_path):
+    """Panda3D's own panda (the panda3d wheel's models/, BSD), its character.json left out:
+    its egg skeleton (Bone_lf_leg_upper ... Bone_rr_foot: left/right-front/rear) says
+    quadruped and faces -Y, the yaw 90 its sample sidecar gives; panda-walk4 is its W clip.
+    Its size is the open question a person has too: 550 units read as millimetres (0.55 m;
+    the sample sidecar says 0.0025, 1.38 m), written in guesses with the line that fixes it."""
+    import panda3d
+
+    models = Path(panda3d.__file__).parent / "models"
+    lib = tmp_path / "lib"
+    (lib / "Zoo/Panda").mkdir(parents=True)
+    for f in ("panda-model.egg.pz", "panda-walk4.egg.pz"):
+        shutil.copy(models / f, lib / "Zoo/Panda" / f)
+    _, ch = _chars(lib)
+    r = ch.loc["Zoo/panda-model"]
+    assert r.ok and r.kind == "quadruped" and r.yaw_correction_deg == 90.0
+    assert "joint names: front, rear" in r.guesses and "left/right joint pairs" in r.guesses
+    assert json.loads(r.animation_json)["W"] == "panda-walk4.egg.pz"
+    assert r.scale == pytest.approx(0.001) and r.visual_height_m == pytest.approx(0.55, abs=0.01)

@@ -210,6 +210,10 @@ _TOE = _words("toe toes toebase ball")
 _HAND = _words("hand wrist palm")
 
 
+_SIDE_PLACE = {"lf": ("l", "front"), "rf": ("r", "front"), "lr": ("l", "rear"),
+               "rr": ("r", "rear"), "lh": ("l", "hind"), "rh": ("r", "hind")}
+
+
 def joint_words(name: str) -> tuple[str | None, frozenset[str]]:
     """(side 'l'/'r'/None, words) of a joint name in the common conventions: Mixamo
     'mixamorig:LeftUpLeg', Unreal 'thigh_l', Blender 'thigh.L' / 'DEF-thigh.L', Unity and
@@ -219,7 +223,10 @@ def joint_words(name: str) -> tuple[str | None, frozenset[str]]:
     side = None
     words = []
     for t in toks:
-        if t in ("l", "left", "lft"):
+        if t in _SIDE_PLACE:  # Panda3D's panda: lf / rf / lr / rr (left-front ... right-rear)
+            side, place = _SIDE_PLACE[t]
+            words.append(place)
+        elif t in ("l", "left", "lft"):
             side = "l"
         elif t in ("r", "right", "rgt"):
             side = "r"

@@ -486,6 +486,56 @@ def _probe_obj(data: bytes, cs: str, scale: float) -> ModelProbe:
     return _probe_points("obj", points, triangles, cs, scale)
 
 
+_EGG_TOKENS = re.compile(
+    rb"<Joint>\s*([^\s{]+)\s*\{|<Matrix4>\s*\{([^}]*)\}|<(Transform|DefaultPose)>\s*\{"
+    rb"|\{|\}")
+
+
+def egg_skeleton(data: bytes) -> tuple[dict[str, tuple[float, float, float]],
+                                         dict[str, str | None]]:
+    """(joint → bind-pose position, joint → parent joint) of an egg's ``<Joint>`` tree, from
+    each joint's ``<Transform> { <Matrix4> }`` (row vectors: translation in the last row,
+    world = local x parent). Names as written; an unreadable matrix counts as identity."""
+    ident = [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]]
+    local: dict[str, list[list[float]]] = {}
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[str, str]] = []  # (kind, joint name or "")
+    for m in _EGG_TOKENS.finditer(data):
+        if m.group(1) is not None:
+            name = m.group(1).decode("utf-8", "replace").strip('"')
+            joint_parents = [n for k, n in stack if k == "joint"]
+            parents[name] = joint_parents[-1] if joint_parents else None
+            local.setdefault(name, ident)
+            stack.append(("joint", name))
+        elif m.group(2) is not None:
+            if len(stack) >= 2 and stack[-1] == ("transform", "") and stack[-2][0] == "joint":
+                try:
+                    v = [float(x) for x in m.group(2).split()]
+                except ValueError:
+                    continue
+                if len(v) == 16:
+                    local[stack[-2][1]] = [v[0:4], v[4:8], v[8:12], v[12:16]]
+        elif m.group(3) is not None:
+            stack.append(("transform" if m.group(3) == b"Transform" else "pose", ""))
+        elif m.group(0) == b"{":
+            stack.append(("other", ""))
+        elif stack:
+            stack.pop()
+    world: dict[str, list[list[float]]] = {}
+
+    def solve(n: str, depth: int = 0) -> list[list[float]]:
+        if n not in world:
+            par = parents.get(n)
+            pw = solve(par, depth + 1) if par is not None and depth < 256 else ident
+            a = local[n]
+            world[n] = [[sum(a[i][k] * pw[k][j] for k in range(4)) for j in range(4)]
+                        for i in range(4)]
+        return world[n]
+
+    pos = {n: (solve(n)[3][0], solve(n)[3][1], solve(n)[3][2]) for n in local}
+    return pos, parents
+
+
 def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
                scale: float, guard: tuple[Path, Path] | None = None) -> ModelProbe:
     if compressed:
@@ -513,9 +563,14 @@ def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
     probe.coordinate_system_source = source
     conv = to_z_up(cs)
     step = max(1, len(points) // 6000)
-    probe.bind_points = [conv(q) for q in points[::step]]  # an egg's vertices: its bind pose
+    probe.bind_points = [tuple(c * scale for c in conv(q))  # an egg's vertices: bind pose
+                         for q in points[::step]]
     probe.animations = ["anim"] if has_bundle else []
     probe.skinned = b"<Joint>" in data
+    if probe.skinned:
+        joints, parents = egg_skeleton(data)
+        probe.joints = {n: tuple(c * scale for c in conv(p)) for n, p in joints.items()}
+        probe.joint_parents = parents
     probe.animation_only = has_bundle and not points
     probe.meshes = max(1, data.count(b"<Group>"))
     return probe
