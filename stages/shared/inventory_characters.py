@@ -257,7 +257,7 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     else:
         scale, note = guess_units(raw[2], model.name)
         guesses.append(note + (" (measured through the skin: the glTF bind pose)"
-                               if p.joints and p.skinned else ""))
+                               if p.format == "gltf" and p.skinned else ""))
     ext = (raw[0] * scale, raw[1] * scale, raw[2] * scale)
     # clips: inside the model, and clip files (named after their file when their own name
     # is an exporter's default), each with its root travel
