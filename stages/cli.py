@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         "lint": cmd_lint,
         "sample-library": lambda a: _stage_main("sample_library", a),
         "inventory": lambda a: _stage_main("inventory", a),
+        "characters": lambda a: _stage_main("character_sheets", a),
         "view": lambda a: _stage_main("viewer.server", a),
         "diff": lambda a: _stage_main("datasets.version_diff", a),
         "caption": lambda a: _stage_main("caption", a),
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               "  lint            ruff + mypy on stages/; unreal/ against the Unreal API stub\n"
               "  sample-library  write the bundled sample asset library\n"
               "  inventory       scan an asset library → levels/characters.parquet\n"
+              "  characters      a picture of each character as the inventory measured it\n"
               "  view            serve a page to inspect one rendered trajectory\n"
               "  caption, shard, lerobot, report   the dataset stages (also run by dvc repro)\n"
               "  diff REV_A REV_B   what changed in the dataset between two git revisions\n"

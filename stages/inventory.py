@@ -26,16 +26,23 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pandas as pd
 import yaml
 
 from .config import ConfigError, InventoryConfig, load_params
-from .core.levels import classify_by_name, disabled_reason
-from .core.model_probe import ProbeError, model_format, probe_model, unreal_package_problem
+from .core.levels import classify_by_name, disabled_reason, name_for
+from .core.model_probe import ProbeError, model_format, unreal_package_problem
 from .core.spawns import parse_starts
 from .parquet_io import write_parquet
-from .shared.inventory_characters import _Probes, characters_table, discover
+from .shared.inventory_characters import (
+    _Probes,
+    characters_table,
+    discover,
+    probe_file,
+    skipped_table,
+)
 from .shared.library_walk import Entry, group_by_pack, walk_library
 
 LEVEL_COLUMNS = [
@@ -121,6 +128,10 @@ def _unreal_partition_index(files: list[Entry]) -> dict[str, int]:
     return counts
 
 
+# a glTF that animates without a skin (morph targets, node transforms) and is smaller than
+# this is an animated model, not a level: it goes to the skipped table with its reason
+ANIMATED_MODEL_MAX_M = 5.0
+
 NON_LEVEL_FOLDERS = frozenset({"characters", "character", "animations", "anims",
                                "__externalactors__", "__externalobjects__"})
 
@@ -190,10 +201,14 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 f" among {len(files)} files"))
             continue
         stems = [_level_stem(Path(r).name) for r in level_rels]
-        for e, rel_in_pack, stem in zip(levels, level_rels, stems, strict=True):
+        folders = [str(Path(r).parent) for r in level_rels]
+        # a generic stem alone in its folder is named after the folder (OcclusionRoom/room.glb)
+        names = [name_for(st, Path(e.rel).parent.name, folders.count(fo) == 1)
+                 for st, fo, e in zip(stems, folders, levels, strict=True)]
+        for e, rel_in_pack, stem, name in zip(levels, level_rels, stems, names, strict=True):
             assert e.path is not None
-            unique = stems.count(stem) == 1
-            lid = f"{pack}/{stem}" if unique else f"{pack}/{_level_stem(rel_in_pack)}"
+            unique = names.count(name) == 1 and (name == stem or name not in stems)
+            lid = f"{pack}/{name}" if unique else f"{pack}/{_level_stem(rel_in_pack)}"
             lm = level_meta.get(rel_in_pack, {})
             up_axis = lm.get("up_axis")  # an override of the file's declaration (or None)
             scale = float(lm.get("scale", 1.0))
@@ -208,8 +223,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 bad_package = unreal_package_problem(e.path)
                 if bad_package:
                     raise ProbeError(*bad_package)
-                probe = probe_model(e.path, cfg.max_probe_bytes, up_axis, scale,
-                                    root / pack)  # references stay inside the pack
+                probe = probe_file(e.path, cfg.max_probe_bytes, up_axis, scale,
+                                   root / pack)  # references stay inside the pack
             except ProbeError as exc:
                 row.update(kind="broken", enabled=False, reason=exc.reason, detail=exc.detail)
                 rows.append(row)
@@ -218,13 +233,30 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 row.update(kind="broken", enabled=False, reason="unreadable", detail=str(exc))
                 rows.append(row)
                 continue
+            if (probe.unskinned_animation and not probe.skinned
+                    and max(probe.extent) < ANIMATED_MODEL_MAX_M):
+                continue  # an animated model, not a level: in the skipped table
             ext = probe.extent
+            notes = list(probe.notes)
+            gp = probe.ground_plane
+            if gp is not None:
+                ext = tuple(b - a for a, b in zip(gp["rest_min"], gp["rest_max"], strict=True))
+                notes.append(f"flat ground plane '{gp['node']}' {gp['size_m'][0]:.0f} x "
+                             f"{gp['size_m'][1]:.0f} m measured apart; the rest is "
+                             f"{ext[0]:.0f} x {ext[1]:.0f} m")
+            declared, missing = _declared_images(e.path, probe.images, folder_files, root / pack)
+            row["file_count"] = len(folder_files) + declared
+            if missing:
+                notes.append(f"{len(missing)} declared image(s) missing: {missing[:3]}")
             row.update(
                 triangles=probe.triangles, meshes=probe.meshes, nodes=probe.nodes,
                 lights=probe.lights, cameras=probe.cameras, animations=len(probe.animations),
                 dynamic_props=probe.dynamic_props, player_starts=len(probe.player_starts),
                 pois=len(probe.pois), extent_x_m=ext[0], extent_y_m=ext[1], extent_z_m=ext[2],
-                bounds_json=json.dumps({"min": probe.bounds_min, "max": probe.bounds_max}),
+                bounds_json=json.dumps({"min": probe.bounds_min, "max": probe.bounds_max}
+                                       if gp is None else
+                                       {"min": gp["rest_min"], "max": gp["rest_max"],
+                                        "ground_plane": gp}),
                 player_starts_json=json.dumps([list(p) for p in probe.player_starts]),
                 pois_json=json.dumps([list(p) for p in probe.pois]),
                 lighting=_lighting(probe.extras),
@@ -239,10 +271,13 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 if n_ext:
                     kind = "partitioned"
                     row["detail"] = f"{n_ext} external actor/object files (World Partition/OFPA)"
-            elif (e.path.parent / f"{stem}_Cells").is_dir() or max(ext[0], ext[1]) > \
-                    cfg.max_extent_m:
+            elif (e.path.parent / f"{stem}_Cells").is_dir():
                 kind = "partitioned"
-                row["detail"] = (f"extent {max(ext[0], ext[1]):.0f} m > inventory.max_extent_m "
+                row["detail"] = f"cells in {stem}_Cells/: one world in several files"
+            elif max(ext[0], ext[1]) > cfg.max_extent_m:
+                kind = "too_large"
+                row["detail"] = (f"one file of {ext[0]:.0f} x {ext[1]:.0f} x {ext[2]:.0f} m: "
+                                 f"extent {max(ext[0], ext[1]):.0f} m > inventory.max_extent_m "
                                  f"{cfg.max_extent_m:.0f} m")
             if kind == "persistent":
                 kind = classify_by_name(stem) or kind
@@ -259,6 +294,8 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
                 elif bool(ov["enabled"]) and not enabled:
                     reason = None
                 enabled = bool(ov["enabled"])
+            if notes:
+                row["detail"] = "; ".join(([row["detail"]] if row["detail"] else []) + notes)
             row.update(kind=kind, enabled=enabled, reason=reason,
                        walk_speed=ov.get("walk_speed"),
                        exposure_compensation=ov.get("exposure_compensation"),
@@ -269,6 +306,28 @@ def inventory_levels(root: Path, cfg: InventoryConfig, overrides: dict | None = 
             rows.append(row)
     df = pd.DataFrame(rows, columns=LEVEL_COLUMNS)
     return df.sort_values("level_id", kind="stable").reset_index(drop=True)
+
+
+def _declared_images(path: Path, images: list, folder_files: list[Entry], pack_dir: Path
+                     ) -> tuple[int, list[str]]:
+    """(declared image files outside the level's folder listing that exist, declared image
+    files that do not): URIs are percent-decoded (``textures%2Fgrass.webp``) and must stay in
+    the pack; embedded images are not files."""
+    listed = {os.path.realpath(f.path) for f in folder_files if f.path is not None}
+    seen: set[str] = set()
+    extra, missing = 0, []
+    for uri, _ in images:
+        if uri == "<embedded>":
+            continue
+        target = os.path.realpath(path.parent / unquote(uri))
+        if target in seen or not target.startswith(os.path.realpath(pack_dir) + os.sep):
+            continue
+        seen.add(target)
+        if not os.path.isfile(target):
+            missing.append(uri)
+        elif target not in listed:
+            extra += 1
+    return extra, missing
 
 
 def inventory_characters(root: Path, cfg: InventoryConfig,
@@ -283,6 +342,7 @@ class InventoryResult:
     levels: pd.DataFrame
     characters: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    skipped: pd.DataFrame | None = None
 
 
 def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> InventoryResult:
@@ -299,7 +359,23 @@ def run_inventory(root: Path, cfg: InventoryConfig, overrides_file: str) -> Inve
     levels = inventory_levels(root, cfg, overrides, entries, owned)
     known = set(levels["level_id"])
     notes = [f"override for unknown level '{k}' ignored" for k in overrides if k not in known]
-    return InventoryResult(levels, characters_table(root, cfg, entries, probe), notes)
+    chars = characters_table(root, cfg, entries, probe)
+    # every model file is a level row, a character (model or clip) or a skipped row
+    files = [e.path for e in entries if e.path is not None]
+    base = root.resolve()
+
+    def norm(p: Path | str) -> Path:
+        return Path(os.path.normpath(base / p))
+
+    used = {norm(str(p)) for p in levels["path"].dropna()}
+    used |= {norm(str(p)) for p in chars["model_path"].dropna()}
+    used |= {norm(p) for p in owned}
+    for r in chars.itertuples():
+        if r.model_path and r.model_clips:
+            folder = norm(str(r.model_path)).parent
+            used |= {norm(folder / c) for c in json.loads(str(r.model_clips))}
+    skipped = skipped_table(base, [norm(f) for f in files], used, probe)
+    return InventoryResult(levels, chars, notes, skipped)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,9 +403,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     write_parquet(res.levels, out / "levels.parquet")
     write_parquet(res.characters, out / "characters.parquet")
+    if res.skipped is not None:
+        write_parquet(res.skipped, out / "skipped.parquet")
     lv = res.levels
     print(f"inventory: {len(lv)} level rows ({int(lv['enabled'].sum())} enabled) "
-          f"from {lv['pack'].nunique()} packs, {len(res.characters)} characters → {out}")
+          f"from {lv['pack'].nunique()} packs, {len(res.characters)} characters, "
+          f"{0 if res.skipped is None else len(res.skipped)} files skipped → {out}")
+    if res.skipped is not None:
+        for r in res.skipped.itertuples():
+            print(f"skipped: {r.path}: {r.reason}")
     print(lv.groupby(["kind", "reason"], dropna=False).size().to_string())
     for n in res.notes:
         print(f"note: {n}")

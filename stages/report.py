@@ -210,7 +210,35 @@ def write_plots(m: dict, data: dict, out: Path, cell_m: float) -> list[str]:
     return names
 
 
-def dataset_card(m: dict, plots: list[str], params: dict) -> str:
+def characters_section(chars: pd.DataFrame | None) -> list[str]:
+    """The card's characters: what the inventory measured and guessed for each (kind, height,
+    scale, facing, the walk and idle clips, where the map came from), so a reader sees the
+    characters the dataset was made with; each one's picture is `wmforge characters`'."""
+    if chars is None or chars.empty:
+        return []
+    rows = []
+    for r in chars.sort_values("character_id").itertuples():
+        try:
+            amap = json.loads(str(r.animation_json or "{}"))
+        except ValueError:
+            amap = {}
+        if not r.ok:
+            rows.append(f"| {r.character_id} | not used: {r.reason} | | | | | | |")
+            continue
+        rows.append(f"| {r.character_id} | {r.kind} | {r.visual_height_m:.2f} | {r.scale:g} | "
+                    f"{r.yaw_correction_deg:g} | {amap.get('W') or '-'} | "
+                    f"{amap.get('IDLE') or '-'} | {r.mapping_source} |")
+    return ["## Characters", "",
+            "As the inventory measured them (glTF skins in their bind pose); every guess is in "
+            "`data/inventory/characters.parquet` (`guesses`), and `wmforge characters --library "
+            "<library>` draws each one (front and side views, height, capsule, facing, one frame "
+            "per mapped clip) into `data/inventory/sheets/index.html`.", "",
+            "| character | kind | height m | scale | yaw correction deg | W clip | IDLE clip | "
+            "clip map |", "|---|---|---|---|---|---|---|---|", *rows, ""]
+
+
+def dataset_card(m: dict, plots: list[str], params: dict,
+                 characters: pd.DataFrame | None = None) -> str:
     def table(d: dict, k: str, v: str) -> str:
         return f"| {k} | {v} |\n|---|---|\n" + "".join(f"| {a} | {b} |\n" for a, b in d.items())
 
@@ -250,6 +278,7 @@ def dataset_card(m: dict, plots: list[str], params: dict) -> str:
             f"{100 * s['character_share_mean']:.1f}% |\n" for v, s in m.get("views", {}).items())
         if m.get("views") else "(trajectories older than contract v3 carry no view statistics)",
         "",
+        *characters_section(characters),
         "## Spatial coverage", "",
         table(m["coverage_cells"], "level", f"visited {m['coverage_cell_m']:g} m cells"),
         "![coverage](coverage.png)", "",
@@ -288,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     card.mkdir(parents=True, exist_ok=True)
     plots = write_plots(m, data, card, cfg.report.coverage_cell_m) if clips else []
     params = {k: asdict(getattr(cfg, k)) for k in ("trajectories", "render", "clips", "caption")}
-    (card / "README.md").write_text(dataset_card(m, plots, params))
+    chars_file = Path(args.inventory) / "characters.parquet"
+    chars = pd.read_parquet(chars_file) if chars_file.is_file() else None
+    (card / "README.md").write_text(dataset_card(m, plots, params, chars))
     (out / "metrics.json").write_text(json.dumps(m, indent=1, sort_keys=True) + "\n")
     print(f"report: {m['clips']} clips, {m['hours'] * 60:.1f} five-view minutes, "
           f"non-forward share {100 * m['non_forward_share']:.1f}% → {out}")

@@ -140,7 +140,7 @@ def test_exp_run_set_param_changes_output(clone):
     work, env = clone
     _run(["dvc", "repro"], work, env)
     before = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
-    assert before.loc["OpenWorldMega/Continent", "kind"] == "partitioned"
+    assert before.loc["OpenWorldMega/Continent", "kind"] == "too_large"  # one 2 km file (issue 28)
     _run(["dvc", "exp", "run", "-S", "inventory.max_extent_m=5000"], work, env)
     after = pd.read_parquet(work / "data/inventory/levels.parquet").set_index("level_id")
     assert after.loc["OpenWorldMega/Continent", "kind"] == "persistent"

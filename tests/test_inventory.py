@@ -148,7 +148,8 @@ def test_sample_library_kinds(sample_library):
     assert rows["NatureValley/Valley_Foliage"].kind == "sublevel"
     assert rows["InteriorKit/Apartment_Lighting"].kind == "sublevel"
     assert rows["UrbanBlocks/Showcase_Props"].kind == "showcase"
-    assert rows["OpenWorldMega/Continent"].kind == "partitioned"
+    assert rows["OpenWorldMega/Continent"].kind == "too_large"  # one file, 2 km: not partitioned
+    assert "2000 x 2000" in rows["OpenWorldMega/Continent"].detail
     assert rows["CorruptRuins/Ruins"].reason == "corrupt_file"
     assert rows["TextureKit/"].reason == "no_level"
     assert rows["NatureValley/AlpineMeadow"].content_dir == "NatureValley/NatureValley/Content"

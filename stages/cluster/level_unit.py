@@ -71,6 +71,13 @@ def _num(v: object) -> float | None:
     return f if f == f else None  # NaN (a missing parquet value) is no override
 
 
+def is_interior(row: dict) -> bool:
+    """A level marked interior (its ``category`` in pack.json / the inventory, or its glTF's
+    ``wmforge.lighting``): Stage I spawns under its roof, never under the sky."""
+    return "interior" in (str(row.get("category") or "").lower(),
+                          str(row.get("lighting") or "").lower())
+
+
 def level_overrides(row: dict) -> dict:
     """The per-level overrides of an inventory row that shape Stage I and Stage II:
     ``walk_speed`` (m/s, replaces every character's), ``exposure_compensation`` (EV, Stage II),
@@ -170,7 +177,8 @@ class LevelUnit:
         self.phase = "stage1" if indices is not None else ("render" if render else "done")
         self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
                                                          "up_axis") if k in row}
-                                    | level_overrides(row)) if indices else ""
+                                    | level_overrides(row)
+                                    | {"interior": is_interior(row)}) if indices else ""
         self.out = ctx.traj_root / level_dir_name(self.level_id)
         self.stage1_failures: list[dict] = []
         self.render_failures: list[dict] = []
@@ -255,6 +263,7 @@ class LevelUnit:
                                         if over.get("walk_speed") else {})
                            for s in ctx.specs],
             "starts": over["starts"],
+            "interior": is_interior(self.row),
             "level_record": {k: over[k] for k in ("walk_speed", "exposure_compensation")
                              if over.get(k) is not None},
             "actions": asdict(cfg.trajectories.actions), "spawn": asdict(cfg.trajectories.spawn),

@@ -8,16 +8,20 @@ is a :class:`GltfError` with a short reason code for an inventory row (``corrupt
 (buffer and image URIs, index ranges) is ``stages.core.asset_guard``'s to check.
 
 :func:`read_gltf` also reads a .gltf file's first buffer from the file its ``uri`` names, beside
-the .gltf. A data: URI is not decoded here: it reads as a missing file, an OSError (``asset_guard``
-checks data: URIs, the engine's loader decodes them).
+the .gltf (percent-escaped, as URIs are), or from its base64 data: URI.
+:func:`read_buffers` and :func:`read_accessor_values` read every buffer and normalised accessors
+(skins: joints, weights, inverse bind matrices).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import struct
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 GLB_MAGIC = b"glTF"
 JSON_CHUNK = b"JSON"
@@ -27,7 +31,10 @@ GLB_HEADER_BYTES = 20  # 12-byte file header + the JSON chunk's 8-byte header
 # accessor type → components; componentType → (struct code, bytes). MAT2 and MAT3 of 1- and
 # 2-byte components pad each column to 4 bytes; of the matrices only MAT4 (never padded) is read.
 COMPONENTS = {"SCALAR": 1, "VEC2": 2, "VEC3": 3, "VEC4": 4, "MAT4": 16}
-COMPONENT_FORMATS = {5126: ("f", 4), 5123: ("H", 2), 5125: ("I", 4), 5121: ("B", 1)}
+COMPONENT_FORMATS = {5126: ("f", 4), 5123: ("H", 2), 5125: ("I", 4), 5121: ("B", 1),
+                     5120: ("b", 1), 5122: ("h", 2)}
+# normalized integer components → [0, 1] (unsigned) or [-1, 1] (signed), by the spec's rule
+NORMALIZE = {5121: 255.0, 5123: 65535.0, 5120: 127.0, 5122: 32767.0}
 
 
 class GltfError(ValueError):
@@ -87,7 +94,60 @@ def read_gltf(path: Path) -> tuple[dict, bytes]:
         return doc, b"" if binary is None else bytes(binary)
     doc = parse_gltf_json(data)
     buf = doc.get("buffers", [{}])[0].get("uri")
-    return doc, (path.parent / buf).read_bytes() if buf else b""
+    if buf and buf.startswith("data:"):
+        return doc, decode_data_uri(buf)
+    return doc, (path.parent / unquote(buf)).read_bytes() if buf else b""
+
+
+def decode_data_uri(uri: str) -> bytes:
+    """The bytes of a ``data:...;base64,`` URI; GltfError ``bad_data_uri`` when it does not
+    decode."""
+    head, _, payload = uri.partition(",")
+    if not head.endswith(";base64"):
+        raise GltfError("bad_data_uri", f"data URI '{uri[:40]}' is not base64")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise GltfError("bad_data_uri", f"data URI does not decode: {exc}") from None
+
+
+def read_buffers(doc: dict, binary: bytes, base_dir: Path) -> list[bytes]:
+    """Every buffer's bytes: the GLB BIN chunk (``binary``) for a buffer without a uri, a
+    decoded data: URI, or the file its percent-escaped relative uri names beside the model
+    (checked to stay inside the pack by ``asset_guard`` before this is called). OSError for a
+    file that cannot be read, GltfError for a bad data: URI."""
+    out = []
+    for b in doc.get("buffers", []):
+        uri = b.get("uri") if isinstance(b, dict) else None
+        if not uri:
+            out.append(binary)
+        elif uri.startswith("data:"):
+            out.append(decode_data_uri(uri))
+        else:
+            out.append((base_dir / unquote(uri)).read_bytes())
+    return out
+
+
+def read_accessor_values(doc: dict, buffers: list[bytes], i: int) -> list[tuple[float, ...]]:
+    """Accessor ``i``'s elements from the buffer its view names, normalised integers scaled to
+    floats as the spec says (weights stored as bytes or shorts); an accessor without a
+    bufferView is zeros. KeyError / IndexError / struct.error for a broken reference."""
+    acc = doc["accessors"][i]
+    n = COMPONENTS[acc["type"]]
+    if "bufferView" not in acc:
+        return [(0.0,) * n] * int(acc["count"])
+    view = doc["bufferViews"][acc["bufferView"]]
+    ctype = acc["componentType"]
+    fmt, size = COMPONENT_FORMATS[ctype]
+    data = buffers[view.get("buffer", 0)]
+    stride = view.get("byteStride") or size * n
+    base = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
+    unpack = struct.Struct("<" + fmt * n).unpack_from
+    vals = [unpack(data, base + k * stride) for k in range(int(acc["count"]))]
+    if acc.get("normalized") and ctype in NORMALIZE:
+        d = NORMALIZE[ctype]
+        vals = [tuple(max(c / d, -1.0) for c in v) for v in vals]
+    return vals
 
 
 def read_accessor(doc: dict, binary: bytes, i: int) -> list[tuple[float, ...]]:
@@ -102,3 +162,35 @@ def read_accessor(doc: dict, binary: bytes, i: int) -> list[tuple[float, ...]]:
     base = view.get("byteOffset", 0) + acc.get("byteOffset", 0)
     return [struct.unpack_from("<" + fmt * n, binary, base + k * stride)
             for k in range(acc["count"])]
+
+
+def webp_fallbacks(doc: dict) -> list[str]:
+    """Make a document's textures loadable by a reader without WebP (Panda3D's image readers
+    have none): a texture with ``EXT_texture_webp`` keeps its ``source`` when that is another
+    format (the fallback the extension's spec provides); a texture whose only image is WebP
+    loses its ``source`` (drawn untextured). Edits ``doc`` in place; returns one note per
+    texture changed or falling back."""
+    images = doc.get("images") or []
+    notes = []
+
+    def is_webp(i: object) -> bool:
+        if not isinstance(i, int) or not 0 <= i < len(images) or not isinstance(images[i], dict):
+            return False
+        img = images[i]
+        return img.get("mimeType") == "image/webp" or str(img.get("uri", "")).lower().split(
+            "?")[0].endswith(".webp")
+
+    for k, tex in enumerate(doc.get("textures") or []):
+        if not isinstance(tex, dict):
+            continue
+        ext = (tex.get("extensions") or {}).get("EXT_texture_webp")
+        src = tex.get("source")
+        if src is not None and not is_webp(src):
+            if ext is not None:
+                notes.append(f"texture {k}: WebP image skipped, its fallback image {src} used")
+            continue
+        if src is not None or ext is not None:
+            tex.pop("source", None)
+            notes.append(f"texture {k}: only a WebP image, which this reader cannot decode; "
+                         "drawn untextured")
+    return notes

@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .asset_guard import AssetInputError, check_egg, check_gltf
-from .gltf import GltfError, parse_glb, parse_gltf_json
+from .gltf import GltfError, parse_glb, parse_gltf_json, read_buffers
+from .skin import SkinError, bind_pose, root_motion, skeleton
 from .spawns import is_start_node
 
-LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap")
+LEVEL_SUFFIXES = (".glb", ".gltf", ".egg", ".egg.pz", ".bam", ".obj", ".umap", ".fbx")
+# FBX is measured through Panda3D's Assimp loader in a child process (stages.engine.fbx_probe),
+# never here: probe_model refuses it, the inventory routes it there
+ENGINE_LOADED_SUFFIXES = (".fbx",)
 UNREAL_PACKAGE_TAG = 0x9E2A83C1
 
 
@@ -82,6 +86,19 @@ class ModelProbe:
     # tables (<Bundle> without vertices) is an animation clip file
     skinned: bool = False
     animation_only: bool = False
+    # glTF skeleton (joint → world position, contract frame, model units; joint → parent),
+    # bind-pose vertices (sampled, for pictures), each clip's root travel, and what else the
+    # file animates without a skin ("morph targets", "node transforms")
+    joints: dict = field(default_factory=dict)
+    joint_parents: dict = field(default_factory=dict)
+    bind_points: list = field(default_factory=list)
+    root_motion: dict = field(default_factory=dict)
+    unskinned_animation: str | None = None
+    # images the file declares: (uri or "<embedded>", mime or extension); notes on them
+    images: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    # a flat ground plane that dwarfs the rest, measured apart (levels)
+    ground_plane: dict | None = None
 
     @property
     def extent(self) -> tuple[float, float, float]:
@@ -216,13 +233,40 @@ def declared_coordinate_system(path: Path, head: bytes | None = None) -> tuple[s
     return "z-up", "default"
 
 
+_FBX_UP_BINARY = re.compile(rb"UpAxisS\x03\x00\x00\x00intS\x07\x00\x00\x00Integer"
+                            rb"S\x00\x00\x00\x00I(.{4})", re.S)
+_FBX_UP_ASCII = re.compile(rb'"UpAxis"\s*,\s*"int"\s*,\s*"Integer"\s*,\s*""\s*,\s*(-?\d+)')
+
+
+def fbx_up_axis(path: Path) -> str | None:
+    """The up axis an FBX file declares in its GlobalSettings (``UpAxis`` 1: Y, 2: Z), binary
+    or ASCII; None when it declares none or cannot be read. Panda3D's Assimp loader does not
+    apply it: the engine does, through the effective coordinate system."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(8 << 20)
+    except OSError:
+        return None
+    m = _FBX_UP_BINARY.search(data)
+    axis = struct.unpack("<i", m.group(1))[0] if m else None
+    if axis is None:
+        a = _FBX_UP_ASCII.search(data)
+        axis = int(a.group(1)) if a else None
+    return {1: "y-up", 2: "z-up"}.get(axis) if axis is not None else None
+
+
 def effective_coordinate_system(path: Path, override: object = None,
                                 head: bytes | None = None) -> tuple[str, str]:
     """The coordinate system both the inventory and the engine use: the sidecar's ``up_axis``
-    override when given (source "override"), else what the file declares."""
+    override when given (source "override"), else what the file declares (an FBX's
+    GlobalSettings ``UpAxis``, which its loader leaves to us)."""
     cs = normalize_coordinate_system(override)
     if cs is not None:
         return cs, "override"
+    if model_format(path) == "fbx":
+        up = fbx_up_axis(path)
+        if up is not None:
+            return up, "declared"
     return declared_coordinate_system(path, head)
 
 
@@ -271,6 +315,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
         probe.extras = {}  # extras may be any JSON value; only an object carries ours
     lo = [math.inf] * 3
     hi = [-math.inf] * 3
+    parts: list[tuple[list[float], list[float], int]] = []  # per mesh node: bounds, triangles
 
     def visit(idx: int, parent: _Affine, depth: int) -> None:
         if depth > 64 or idx >= len(nodes):
@@ -304,6 +349,7 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
                     probe.triangles += acc.get("count", 0) // 3
                 if "min" in acc and "max" in acc:
                     a, b = acc["min"], acc["max"]
+                    plo, phi = [math.inf] * 3, [-math.inf] * 3
                     for cx in (a[0], b[0]):
                         for cy in (a[1], b[1]):
                             for cz in (a[2], b[2]):
@@ -311,6 +357,9 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
                                 for k in range(3):
                                     lo[k] = min(lo[k], p[k])
                                     hi[k] = max(hi[k], p[k])
+                                    plo[k] = min(plo[k], p[k])
+                                    phi[k] = max(phi[k], p[k])
+                    parts.append((plo, phi, idx))
         for child in node.get("children", []):
             visit(child, world, depth + 1)
 
@@ -321,7 +370,77 @@ def _probe_gltf_doc(doc: dict, bin_len: int | None, cs: str = "y-up") -> ModelPr
     if lo[0] <= hi[0]:
         probe.bounds_min = (lo[0], lo[1], lo[2])
         probe.bounds_max = (hi[0], hi[1], hi[2])
+        probe.ground_plane = _ground_plane(parts, nodes)
+    for img in doc.get("images", []):
+        if isinstance(img, dict):
+            uri = img.get("uri")
+            probe.images.append((uri if isinstance(uri, str) and not uri.startswith("data:")
+                                 else "<embedded>", img.get("mimeType") or (
+                Path(uri).suffix.lower().lstrip(".") if isinstance(uri, str)
+                and not uri.startswith("data:") else "")))
+    if "EXT_texture_webp" in (doc.get("extensionsUsed") or []):
+        probe.notes.append("textures in EXT_texture_webp (WebP), with "
+                           + ("a fallback image" if any(
+                               "source" in t for t in doc.get("textures", []) if
+                               isinstance(t, dict)) else "no fallback image"))
+    if not probe.skinned and doc.get("animations"):
+        paths = {ch.get("target", {}).get("path") for a in doc["animations"]
+                 for ch in a.get("channels", []) if isinstance(ch, dict)}
+        probe.unskinned_animation = ("morph targets" if "weights" in paths else
+                                     "node transforms")
+    probe.animation_only = bool(doc.get("animations")) and not meshes
     return probe
+
+
+def _ground_plane(parts: list[tuple[list[float], list[float], int]], nodes: list
+                  ) -> dict | None:
+    """A flat mesh node (height under 1 % of its width) at least 4x wider than everything
+    else together, measured apart: the bounds of the rest, and the plane's size."""
+    if len(parts) < 2:
+        return None
+    best = max(parts, key=lambda p: max(p[1][0] - p[0][0], p[1][1] - p[0][1]))
+    width = max(best[1][0] - best[0][0], best[1][1] - best[0][1])
+    if best[1][2] - best[0][2] > 0.01 * width:
+        return None
+    rest = [p for p in parts if p is not best]
+    rlo = [min(p[0][k] for p in rest) for k in range(3)]
+    rhi = [max(p[1][k] for p in rest) for k in range(3)]
+    rwidth = max(rhi[0] - rlo[0], rhi[1] - rlo[1])
+    if width < 4 * max(rwidth, 1e-9):
+        return None
+    # the rest, standing on the plane: keep the plane's height in the bounds
+    rlo[2] = min(rlo[2], best[0][2])
+    rhi[2] = max(rhi[2], best[1][2])
+    name = nodes[best[2]].get("name", f"node{best[2]}") if best[2] < len(nodes) else "?"
+    return {"node": str(name), "size_m": [best[1][0] - best[0][0], best[1][1] - best[0][1]],
+            "rest_min": rlo, "rest_max": rhi}
+
+
+def _measure_skeleton(probe: ModelProbe, doc: dict, binary: bytes, base_dir: Path,
+                      cs: str) -> None:
+    """Bounds through the skin (the glTF spec's bind pose), the skeleton and each clip's root
+    travel. A skin that cannot be evaluated is a ProbeError ``bad_skin``."""
+    conv = to_z_up(cs)
+    try:
+        buffers = read_buffers(doc, binary, base_dir)
+    except (OSError, GltfError) as exc:
+        raise ProbeError("unreadable_buffer", f"cannot read the buffers the skin needs: "
+                         f"{exc}") from None
+    try:
+        if probe.animation_only:
+            probe.joints, probe.joint_parents = skeleton(doc, conv)
+        else:
+            pose = bind_pose(doc, buffers, conv)
+            probe.joints, probe.joint_parents = pose.joints, pose.parents
+            probe.notes.extend(pose.notes)
+            b = pose.bounds()
+            if b is not None:
+                probe.bounds_min, probe.bounds_max = b
+            step = max(1, len(pose.points) // 6000)
+            probe.bind_points = pose.points[::step]
+        probe.root_motion = root_motion(doc, buffers, conv, set(probe.joints))
+    except (SkinError, KeyError, IndexError, TypeError) as exc:
+        raise ProbeError("bad_skin", str(exc)) from None
 
 
 # ---------------------------------------------------------------- text formats
@@ -367,6 +486,56 @@ def _probe_obj(data: bytes, cs: str, scale: float) -> ModelProbe:
     return _probe_points("obj", points, triangles, cs, scale)
 
 
+_EGG_TOKENS = re.compile(
+    rb"<Joint>\s*([^\s{]+)\s*\{|<Matrix4>\s*\{([^}]*)\}|<(Transform|DefaultPose)>\s*\{"
+    rb"|\{|\}")
+
+
+def egg_skeleton(data: bytes) -> tuple[dict[str, tuple[float, float, float]],
+                                         dict[str, str | None]]:
+    """(joint → bind-pose position, joint → parent joint) of an egg's ``<Joint>`` tree, from
+    each joint's ``<Transform> { <Matrix4> }`` (row vectors: translation in the last row,
+    world = local x parent). Names as written; an unreadable matrix counts as identity."""
+    ident = [[1.0, 0, 0, 0], [0, 1.0, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]]
+    local: dict[str, list[list[float]]] = {}
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[str, str]] = []  # (kind, joint name or "")
+    for m in _EGG_TOKENS.finditer(data):
+        if m.group(1) is not None:
+            name = m.group(1).decode("utf-8", "replace").strip('"')
+            joint_parents = [n for k, n in stack if k == "joint"]
+            parents[name] = joint_parents[-1] if joint_parents else None
+            local.setdefault(name, ident)
+            stack.append(("joint", name))
+        elif m.group(2) is not None:
+            if len(stack) >= 2 and stack[-1] == ("transform", "") and stack[-2][0] == "joint":
+                try:
+                    v = [float(x) for x in m.group(2).split()]
+                except ValueError:
+                    continue
+                if len(v) == 16:
+                    local[stack[-2][1]] = [v[0:4], v[4:8], v[8:12], v[12:16]]
+        elif m.group(3) is not None:
+            stack.append(("transform" if m.group(3) == b"Transform" else "pose", ""))
+        elif m.group(0) == b"{":
+            stack.append(("other", ""))
+        elif stack:
+            stack.pop()
+    world: dict[str, list[list[float]]] = {}
+
+    def solve(n: str, depth: int = 0) -> list[list[float]]:
+        if n not in world:
+            par = parents.get(n)
+            pw = solve(par, depth + 1) if par is not None and depth < 256 else ident
+            a = local[n]
+            world[n] = [[sum(a[i][k] * pw[k][j] for k in range(4)) for j in range(4)]
+                        for i in range(4)]
+        return world[n]
+
+    pos = {n: (solve(n)[3][0], solve(n)[3][1], solve(n)[3][2]) for n in local}
+    return pos, parents
+
+
 def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
                scale: float, guard: tuple[Path, Path] | None = None) -> ModelProbe:
     if compressed:
@@ -392,8 +561,16 @@ def _probe_egg(data: bytes, compressed: bool, path: Path, up_axis: object,
         raise ProbeError("corrupt_file", "egg has no vertices and no animation bundle")
     probe = _probe_points("egg", points, polygons, cs, scale)
     probe.coordinate_system_source = source
+    conv = to_z_up(cs)
+    step = max(1, len(points) // 6000)
+    probe.bind_points = [tuple(c * scale for c in conv(q))  # an egg's vertices: bind pose
+                         for q in points[::step]]
     probe.animations = ["anim"] if has_bundle else []
     probe.skinned = b"<Joint>" in data
+    if probe.skinned:
+        joints, parents = egg_skeleton(data)
+        probe.joints = {n: tuple(c * scale for c in conv(p)) for n, p in joints.items()}
+        probe.joint_parents = parents
     probe.animation_only = has_bundle and not points
     probe.meshes = max(1, data.count(b"<Group>"))
     return probe
@@ -415,6 +592,9 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
     fmt = model_format(path)
     if fmt is None:
         raise ProbeError("unsupported_format", f"{path.name}: not one of {LEVEL_SUFFIXES}")
+    if fmt == "fbx":
+        raise ProbeError("unsupported_format", f"{path.name}: FBX is read through Panda3D's "
+                         "Assimp loader (stages.engine.fbx_probe), not by this probe")
     try:
         if fmt == "umap":
             size = path.stat().st_size
@@ -450,6 +630,9 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
             raise ProbeError(exc.reason, exc.detail) from None
         probe = _probe_gltf_doc(doc, bin_len, cs)
         probe.coordinate_system_source = source
+        if probe.skinned or probe.animation_only:
+            _measure_skeleton(probe, doc, b"" if fmt == "gltf" else bytes(binary or b""),
+                              path.parent, cs)
         return probe
     if fmt == "obj":
         probe = _probe_obj(data, cs, scale)

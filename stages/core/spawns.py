@@ -140,12 +140,28 @@ def isolated(ray: Ray, x: float, y: float, z: float, step: float, max_slope_deg:
     return True
 
 
+def _roomy(ray: Ray, p: Vec3, min_width: float, reach: float) -> bool:
+    """Free space around ``p`` at least ``min_width`` across in both horizontal axes (a room,
+    not the inside of a pillar or a wall)."""
+    free = []
+    for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+        hit = ray(p, (p[0] + dx * reach, p[1] + dy * reach, p[2]))
+        free.append(reach if hit is None else math.dist(p, tuple(hit.position)))
+    return free[0] + free[1] >= min_width and free[2] + free[3] >= min_width
+
+
 def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, height: float,
                   step: float, max_slope_deg: float, min_width: float, reach: float,
-                  base_z: float | None = None) -> list[Floor]:
+                  base_z: float | None = None, interior: bool = False) -> list[Floor]:
     """The surfaces of the column at (x, y), top to bottom, each judged as a floor
     (``base_z``: the level's lowest point; a block top more than two character heights above
-    it with no walkable way down is not a floor)."""
+    it with no walkable way down is not a floor).
+
+    ``interior`` (a level marked ``interior``: its category or lighting): no spawn where the
+    sky is directly above (every such surface is a roof), and a surface under a ceiling with
+    room around it is a floor even when rays call it the inside of a closed mesh — a hall whose
+    walls, floor and roof are single planes looks, to rays, exactly like a solid block, and
+    only the level's marking tells the two apart."""
     hits = cast_through(ray, (x, y, top), (x, y, bottom))
     cos_max = math.cos(math.radians(max_slope_deg))
     out: list[Floor] = []
@@ -156,7 +172,10 @@ def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, heigh
         above = z
         if abs(h.normal[2]) < cos_max - 1e-6 or clearance < height + 0.1:
             continue
-        inside = inside_solid(ray, (x, y, z + min(height / 2, 0.9)), reach)
+        probe_at = (x, y, z + min(height / 2, 0.9))
+        inside = inside_solid(ray, probe_at, reach)
+        if inside and interior and i > 0 and _roomy(ray, probe_at, min_width, reach):
+            inside = False  # a room of the interior, under its ceiling
         w = min_width / 2
         drops = [_drops(ray, x + dx * w, y + dy * w, z, step)
                  for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
@@ -168,6 +187,9 @@ def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, heigh
         # a block top high above the level with a drop or a wall on every side (a solid
         # building's roof): no walking path leads there from the ground
         out[0] = Floor(out[0].z, out[0].clearance, roof=True)
+    if interior:  # never where the sky is directly above
+        out = [Floor(f.z, f.clearance, roof=True, narrow=f.narrow, inside=f.inside)
+               if math.isinf(f.clearance) else f for f in out]
     if out and math.isinf(out[0].clearance) and hits and out[0].z == float(hits[0].position[2]):
         # the topmost surface, sky above: a roof when this column, or one beside it (the
         # column may stand on a wall under the roof), holds a floor below it

@@ -123,8 +123,12 @@ class Stage1Controller:
                  camera_rays: bool = True, camera_scale: float | None = None,
                  resolved_config: dict | None = None,
                  extra_starts: list[tuple[tuple[float, float, float], float]] | None = None,
-                 level_record: dict | None = None):
+                 level_record: dict | None = None, interior: bool = False):
         validate_action_config(actions)
+        # a level marked interior: no spawn under the sky, rooms between single-plane walls
+        # are rooms (core.spawns.column_floors)
+        self.interior = interior
+        self._roof_only = 0  # spawn candidates whose every floor was a roof
         # starts the user listed for this level (overrides.yaml), tried after the level's own
         self.extra_starts = list(extra_starts or [])
         # recorded under meta.json "level" beside path, scale, up axis (per-level overrides)
@@ -188,6 +192,7 @@ class Stage1Controller:
         self.props: list[dict] = []
         self.segment = 0
         self.attempts = 0
+        self._roof_only = 0
         self.spawns: list[dict] = []
         self.failure: tuple[str, str] | None = None
         self._candidates = self._spawn_candidates()
@@ -234,8 +239,11 @@ class Stage1Controller:
         floors = column_floors(ray, c.x, c.y, hi[2] + 5.0, lo[2] - 5.0, ch.total_height,
                                ch.step_height, ch.max_slope_deg,
                                self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach,
-                               base_z=lo[2])
+                               base_z=lo[2], interior=self.interior)
         f = pick_floor(floors, c.hint_z, self.rng.randrange)
+        if f is None and floors and all(x.roof for x in floors if not (x.narrow or x.inside)) \
+                and any(x.roof for x in floors):
+            self._roof_only += 1
         return None if f is None else f.z
 
     def _on_prepare(self) -> None:
@@ -243,8 +251,13 @@ class Stage1Controller:
         assert self.level is not None
         while True:
             if self.attempts >= self.scfg.max_attempts or not self._candidates:
+                roofs = (f"; {self._roof_only} of them stood only on roofs (sky above"
+                         + (", the level is marked interior" if self.interior else
+                            ", a storey below") + "): its only walkable surface found is a "
+                         "roof" if self._roof_only and self._roof_only * 2 >= self.attempts
+                         else "")
                 self.failure = ("no_walkable_region",
-                                f"{self.attempts} spawn candidates did not settle")
+                                f"{self.attempts} spawn candidates did not settle{roofs}")
                 self.state = "exit_runtime"
                 return
             self.attempts += 1
@@ -379,6 +392,7 @@ class Stage1Controller:
     def _start_respawn(self) -> None:
         self.segment += 1
         self.attempts = 0
+        self._roof_only = 0
         self._candidates = self._spawn_candidates()
         self.state = "respawn"
 

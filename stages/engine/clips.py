@@ -61,6 +61,31 @@ def _to_z_up(path: str, v: tuple[float, ...]) -> tuple[float, ...]:
     return (w, x, -z, y)
 
 
+def in_place(clip: Clip) -> Clip:
+    """The clip with its root motion removed: a translation channel whose net travel from the
+    first key to the last dominates its motion (more than twice its largest deviation from a
+    straight line) loses that linear travel, so a walk with root motion plays in place and
+    Stage I's controller, which moves the capsule, is the only thing that moves the character
+    (the inventory records such clips in ``root_motion_json``, handling ``in_place``)."""
+    out = []
+    for ch in clip.channels:
+        if ch.path != "translation" or len(ch.times) < 2 or ch.times[-1] <= ch.times[0]:
+            out.append(ch)
+            continue
+        t0, t1 = ch.times[0], ch.times[-1]
+        drift = [b - a for a, b in zip(ch.values[0], ch.values[-1], strict=True)]
+        ramp = [[a + d * (t - t0) / (t1 - t0) for a, d in zip(ch.values[0], drift, strict=True)]
+                for t in ch.times]
+        dev = max(math.dist(v, r) for v, r in zip(ch.values, ramp, strict=True))
+        if math.hypot(*drift) <= max(2 * dev, 1e-6):
+            out.append(ch)
+            continue
+        vals = [tuple(c - d * (t - t0) / (t1 - t0) for c, d in zip(v, drift, strict=True))
+                for t, v in zip(ch.times, ch.values, strict=True)]
+        out.append(Channel(ch.node, ch.path, ch.times, vals))
+    return Clip(clip.name, clip.duration, out)
+
+
 def read_gltf_clips(path: str | Path, problems: list[str] | None = None) -> dict[str, Clip]:
     """All node-animation clips of a glTF/glb file, keyed by name. Channels that point at a
     missing node or accessor are skipped and described in ``problems``."""

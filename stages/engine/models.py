@@ -54,8 +54,29 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
         model-cache-dir
         notify-level-device fatal
         notify-level-display error
+        load-file-type p3assimp
         {DETERMINISTIC_PRC}
     """)
+
+
+def _load_gltf(p: Path) -> Any:
+    """panda3d-gltf's ``load_model``, with EXT_texture_webp textures pointed at their fallback
+    image (or left untextured when WebP is their only image: Panda3D reads no WebP), noted on
+    the model root as the tag ``wmforge_texture_notes``. Percent-escaped image URIs are
+    decoded by panda3d-gltf itself."""
+    from gltf._converter import Converter
+    from gltf.parseutils import parse_gltf_file
+
+    from ..core.gltf import webp_fallbacks
+
+    data = parse_gltf_file(str(p))
+    notes = webp_fallbacks(data) if isinstance(data, dict) else []
+    conv = Converter(str(p))
+    conv.update(data)
+    root = conv.active_scene.node()
+    if notes:
+        root.setTag("wmforge_texture_notes", "; ".join(notes))
+    return root
 
 
 def load_model(path: str, scale: float = 1.0, up_axis: str | None = None) -> Any:
@@ -75,9 +96,7 @@ def load_model(path: str, scale: float = 1.0, up_axis: str | None = None) -> Any
 
     p = Path(path)
     if p.suffix.lower() in (".glb", ".gltf"):
-        import gltf
-
-        np_ = NodePath(gltf.load_model(str(p)))  # converts glTF's Y-up to Z-up
+        np_ = NodePath(_load_gltf(p))  # converts glTF's Y-up to Z-up
     else:
         node = Loader.getGlobalPtr().loadSync(Filename.fromOsSpecific(str(p)),
                                               LoaderOptions(LoaderOptions.LF_no_cache))

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.trajectory import VIEWS
-from .clips import EggPoser, GltfPoser, read_gltf_clips
+from .clips import Clip, EggPoser, GltfPoser, in_place, read_gltf_clips
 from .level_render import LevelReport, LevelScene, load_level_lighting
 from .look import Look
 from .render_targets import MASK_BIT, RenderTargets
@@ -121,6 +121,16 @@ class ReplayRenderer:
         self.clip_problems: list[str] = []
         clips = read_gltf_clips(model_path, self.clip_problems) if model_path.lower().endswith(
             (".glb", ".gltf")) else {}
+        if clips or model_path.lower().endswith((".glb", ".gltf")):
+            # glTF clip-only files beside the model (Mixamo "without skin"): their one clip,
+            # keyed by the file as the inventory maps it, posing the model's joints by name
+            for key, f in clip_files.items():
+                if f.lower().endswith((".glb", ".gltf")):
+                    got = read_gltf_clips(f, self.clip_problems)
+                    if got:
+                        first = next(iter(got.values()))
+                        clips[key] = Clip(key, first.duration, first.channels)
+            clips = {k: in_place(c) for k, c in clips.items()}
         for k in range(self.T + 1):
             holder = self.scene.attachNewNode(f"character_{k}")
             turned = holder.attachNewNode("yaw_correction")

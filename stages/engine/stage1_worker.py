@@ -121,7 +121,8 @@ def controller_from_spec(engine: Any, spec: dict) -> Stage1Controller:
         camera_scale=spec.get("camera_scale"),
         resolved_config=spec.get("resolved_config") or {},
         extra_starts=[((s[0], s[1], s[2]), s[3]) for s in spec.get("starts") or []],
-        level_record=spec.get("level_record") or {})
+        level_record=spec.get("level_record") or {},
+        interior=bool(spec.get("interior")))
 
 
 def run_spec(spec: dict, engine: Any, log=print) -> int:

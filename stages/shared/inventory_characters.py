@@ -15,6 +15,7 @@ or was inferred.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,18 @@ import pandas as pd
 
 from ..config import InventoryConfig
 from ..core.actions import ACTIONS, resolve_animation_map
-from ..core.character_guess import guess_forward, guess_kind, guess_units, map_clips
+from ..core.character_guess import (
+    analyse_skeleton,
+    clip_display_name,
+    guess_forward,
+    guess_kind,
+    guess_units,
+    map_clips,
+    skeleton_match,
+    yaw_for_forward,
+)
 from ..core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
+from ..core.levels import name_for
 from ..core.model_probe import (
     ModelProbe,
     ProbeError,
@@ -38,12 +49,27 @@ CHARACTER_COLUMNS = [
     "scale", "yaw_correction_deg", "walk_speed", "height_offset_m", "visual_height_m",
     "footprint_m", "capsule_radius_m", "capsule_half_height_m", "capsule_clamped",
     "step_height_m", "animation_json", "animation_notes", "model_clips", "mapping_source",
-    "guesses", "up_axis", "coordinate_system", "coordinate_system_source",
+    "guesses", "up_axis", "coordinate_system", "coordinate_system_source", "ground_offset_m",
+    "root_motion_json",
 ]
-MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf")
+SKIPPED_COLUMNS = ["path", "pack", "reason", "detail"]
+SKELETON_MATCH_MIN = 0.6  # a clip-only file goes with a character whose skeleton fits this well
+MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf", "fbx")
 CLIP_FOLDERS = ("anims", "animations", "anim", "clips")
 SIDECAR_KEYS = ("name", "model", "kind", "animations", "scale", "yaw_correction_deg",
                 "walk_speed", "locomotion", "height_offset_m", "up_axis")
+
+
+def probe_file(path: Path, max_bytes: int, up_axis: Any = None, scale: float = 1.0,
+               root: Path | None = None) -> ModelProbe:
+    """``core.model_probe.probe_model``, and FBX through Panda3D's Assimp loader in a child
+    process (``engine.fbx_probe``). ProbeError with a reason for a file that cannot be used."""
+    if model_format(path) == "fbx":
+        from ..engine.fbx_probe import fbx_model_probe
+
+        probe: ModelProbe = fbx_model_probe(path, max_bytes)
+        return probe
+    return probe_model(path, max_bytes, up_axis, scale, root)
 
 
 class _Probes:
@@ -66,8 +92,8 @@ class _Probes:
         key = (str(path), None if up_axis is None else str(up_axis))
         if key not in self._memo:
             try:
-                self._memo[key] = probe_model(path, self.cfg.max_probe_bytes, up_axis, 1.0,
-                                              self._pack(path))
+                self._memo[key] = probe_file(path, self.cfg.max_probe_bytes, up_axis, 1.0,
+                                             self._pack(path))
             except ProbeError as exc:
                 self._memo[key] = exc
         hit = self._memo[key]
@@ -110,7 +136,12 @@ def discover(root: Path, model_files: list[Path], sidecar_dirs: set[Path],
              probe: Callable[[Path], ModelProbe]) -> tuple[list[Path], dict[Path, list[str]],
                                                            set[Path]]:
     """(skinned models without a sidecar, their clip files, every file that belongs to a
-    character: models and clips, sidecar folders' models included) among ``model_files``."""
+    character: models and clips, sidecar folders' models included) among ``model_files``.
+
+    An egg clip file goes with the model beside it (several models in one folder: the one whose
+    name shares its longest prefix); a glTF clip-only file (no mesh: Mixamo's "without skin"
+    downloads) goes with the nearby character whose skeleton it fits best (joint names and
+    hierarchy, ``core.character_guess.skeleton_match``), and with none when none fits."""
     models: list[Path] = []
     clip_of: dict[Path, list[str]] = {}
     owned: set[Path] = set()
@@ -126,16 +157,67 @@ def discover(root: Path, model_files: list[Path], sidecar_dirs: set[Path],
             continue
         if p.skinned and not p.animation_only:
             models.append(f)
+    gltf_claims: dict[Path, tuple[float, Path]] = {}
     for m in models:
         clips = _clip_files_near(m, model_files, probe)
         if sum(1 for o in models if o.parent == m.parent) > 1:
-            clips = [c for c in clips if max(_common_prefix(Path(c).name, o.name)
-                                             for o in models if o.parent == m.parent)
-                     == _common_prefix(Path(c).name, m.name)]
+            clips = [c for c in clips if model_format(m.parent / c) not in ("glb", "gltf")
+                     and max(_common_prefix(Path(c).name, o.name) for o in models
+                             if o.parent == m.parent) == _common_prefix(Path(c).name, m.name)]
+        else:
+            clips = [c for c in clips if model_format(m.parent / c) not in ("glb", "gltf")]
         clip_of[m] = clips
         owned.add(m)
         owned.update(m.parent / c for c in clips)
+        for c in _clip_files_near(m, model_files, probe):
+            f = m.parent / c
+            if model_format(f) not in ("glb", "gltf"):
+                continue
+            score = skeleton_match(probe(m).joint_parents, probe(f).joint_parents)
+            if score >= SKELETON_MATCH_MIN and score > gltf_claims.get(f, (0.0, m))[0]:
+                gltf_claims[f] = (score, m)
+    for f, (_, m) in sorted(gltf_claims.items()):
+        clip_of[m].append(str(f.relative_to(m.parent)))
+        owned.add(f)
+    for m in models:
+        clip_of[m].sort()
     return models, clip_of, owned
+
+
+def skipped_table(root: Path, files: list[Path], used: set[Path],
+                  probe: Callable[[Path], ModelProbe]) -> pd.DataFrame:
+    """A row for every model file that is neither a level, a character nor one of a
+    character's clips, with the reason: nothing in the library is dropped in silence."""
+    rows = []
+    for f in sorted(files):
+        if f in used or model_format(f) is None:
+            continue
+        rel = str(f.relative_to(root))
+        pack = Path(rel).parts[0] if len(Path(rel).parts) > 1 else ""
+        try:
+            p = probe(f)
+        except ProbeError as exc:
+            what = exc.detail if exc.reason == "unreadable" else f"{exc.reason}: {exc.detail}"
+            rows.append({"path": rel, "pack": pack, "reason": f"unreadable: {what[:200]}",
+                         "detail": exc.detail})
+            continue
+        if p.animation_only:
+            reason, detail = ("clip-only file, no character with its skeleton",
+                              f"{len(p.joints)} joints, clips {p.animations[:5]}; no skinned "
+                              f"model beside it (or in its folder's parent) has a skeleton that "
+                              f"fits {SKELETON_MATCH_MIN:.0%} of it")
+        elif p.unskinned_animation and not p.skinned:
+            reason, detail = (f"animated without skin ({p.unskinned_animation})",
+                              f"clips {p.animations[:5]}: the engine animates characters "
+                              "through skins only, and a small animated model is no level")
+        elif p.skinned:
+            reason, detail = "skinned model in a character folder, not used", \
+                "a character.json beside it names another model"
+        else:
+            reason, detail = "model in a character folder", \
+                "a prop or part of a character pack: neither a level nor a character"
+        rows.append({"path": rel, "pack": pack, "reason": reason, "detail": detail})
+    return pd.DataFrame(rows, columns=SKIPPED_COLUMNS)
 
 
 def _as_float(manifest: dict, key: str, default: float, where: str) -> float:
@@ -155,7 +237,7 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     unknown = sorted(set(m) - set(SIDECAR_KEYS))
     if unknown:
         guesses.append(f"sidecar keys ignored (unknown): {unknown}")
-    name = str(m.get("name") or (model.parent.name if m else _model_stem(model)))
+    name = str(m.get("name") or (model.parent.name if m else _user_name(root, model)))
     row: dict[str, Any] = {c: None for c in CHARACTER_COLUMNS}
     row.update(pack=pack, path=where, name=name, character_id=f"{pack}/{name}", ok=False)
     real = model.resolve()
@@ -173,22 +255,32 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     if "scale" in m:
         scale = _as_float(m, "scale", 1.0, where)
     else:
-        scale, note = guess_units(raw[2])
-        guesses.append(note)
+        scale, note = guess_units(raw[2], model.name)
+        guesses.append(note + (" (measured through the skin: the glTF bind pose)"
+                               if p.format == "gltf" and p.skinned else ""))
     ext = (raw[0] * scale, raw[1] * scale, raw[2] * scale)
-    if "kind" in m:
-        kind = str(m["kind"])
-    else:
-        kind = guess_kind(ext)
-        guesses.append(f"kind {kind}: {'longer than tall' if kind == 'quadruped' else 'taller'}")
-    if "yaw_correction_deg" in m:
-        yaw = _as_float(m, "yaw_correction_deg", 0.0, where)
-    else:
-        yaw, note = guess_forward(ext, kind, p.format if p.format != "egg" else "egg")
-        guesses.append(note)
-    cap = capsule_from_bounds(raw, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
-                              cfg.min_capsule_height_m)
-    available = set(p.animations if p.format == "gltf" else []) | set(clip_files)
+    # clips: inside the model, and clip files (named after their file when their own name
+    # is an exporter's default), each with its root travel
+    names: dict[str, str] = {}  # clip key (what the engine plays) → the name a user reads
+    travel: dict[str, tuple[float, float, float]] = {}
+    if p.format in ("gltf", "fbx"):
+        for c in p.animations:
+            names[c] = c
+            if c in p.root_motion:
+                travel[c] = p.root_motion[c]
+    for c in clip_files:
+        f = model.parent / c
+        names[c] = c
+        if model_format(f) in ("glb", "gltf"):
+            try:
+                cp = probe(f)
+            except ProbeError:
+                continue
+            if cp.animations:
+                names[c] = clip_display_name(cp.animations[0], _model_stem(f))
+                if cp.animations[0] in cp.root_motion:
+                    travel[c] = cp.root_motion[cp.animations[0]]
+    available = set(names)
     anims = m.get("animations")
     if anims is not None:
         if not isinstance(anims, dict):
@@ -200,10 +292,52 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
         notes = [f"missing clip for {a}" for a in missing]
     else:
         source = "inferred"
-        present, clip_guesses = map_clips(sorted(available))
-        guesses.extend(clip_guesses)
+        by_name: dict[str, str] = {}
+        for key, shown in sorted(names.items()):
+            by_name.setdefault(shown, key)
+        chosen, clip_guesses = map_clips(sorted(by_name), name)
+        present = {a: by_name[c] for a, c in chosen.items()}
+        guesses.extend(g if not any(by_name[n] != n and f"'{n}'" in g for n in by_name) else
+                       g + " [" + ", ".join(f"'{n}' = {by_name[n]}" for n in by_name
+                                            if by_name[n] != n and f"'{n}'" in g) + "]"
+                       for g in clip_guesses)
         notes = []
+    height = max(raw[2], 1e-9)
+    walk = present.get("W")
+    walk_travel = travel.get(walk) if walk else None
+    skel = analyse_skeleton(p.joints, p.joint_parents, (p.bounds_min or (0, 0, 0))[2], height,
+                            walk_travel) if p.joints else None
+    if "kind" in m:
+        kind = str(m["kind"])
+    elif skel is not None and skel.kind is not None:
+        kind = skel.kind
+        guesses.append(f"kind {kind}: {skel.kind_evidence}")
+    else:
+        kind = guess_kind(ext)
+        guesses.append(f"kind {kind}: {'longer than tall' if kind == 'quadruped' else 'taller'}"
+                       + (f" (the skeleton does not say: {skel.kind_evidence})" if skel else ""))
+    if "yaw_correction_deg" in m:
+        yaw = _as_float(m, "yaw_correction_deg", 0.0, where)
+    elif skel is not None and skel.forward is not None:
+        yaw = yaw_for_forward(skel.forward)
+        guesses.append(f"yaw_correction_deg {yaw:g}: faces ({skel.forward[0]:+.2f}, "
+                       f"{skel.forward[1]:+.2f}) by the skeleton: {skel.facing_evidence}")
+    else:
+        yaw, note = guess_forward(ext, kind, p.format if p.format != "egg" else "egg")
+        guesses.append(note)
+    cap = capsule_from_bounds(raw, scale, cfg.capsule_safety, cfg.min_capsule_radius_m,
+                              cfg.min_capsule_height_m)
+    root_motion: dict[str, dict] = {}
+    for c, v in sorted(travel.items()):
+        dist = math.hypot(v[0], v[1]) * scale
+        if dist > 0.05 * ext[2] and dist > 0.02:
+            root_motion[c] = {"travel_m": [round(x * scale, 4) for x in v],
+                              "handling": "in_place"}
+            guesses.append(f"clip '{names.get(c, c)}' moves its root {dist:.2f} m per loop "
+                           "(root motion): played in place, Stage I's controller moves the "
+                           "capsule")
     mapping, fallback = resolve_animation_map(present)
+    guesses.extend(p.notes)
     row.update(
         ok=True, reason=None, kind=kind, locomotion=loco, scale=scale, yaw_correction_deg=yaw,
         walk_speed=_as_float(m, "walk_speed", cfg.default_walk_speed, where),
@@ -213,17 +347,35 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
         capsule_clamped=cap.clamped, step_height_m=step_height_for(cap),
         animation_json=json.dumps({a: mapping[a] for a in ACTIONS}),
         animation_notes="; ".join(notes + fallback), model_clips=json.dumps(sorted(available)),
+        ground_offset_m=-(p.bounds_min or (0.0, 0.0, 0.0))[2] * scale,
+        root_motion_json=json.dumps(root_motion),
         mapping_source=source, guesses=json.dumps(guesses),
         up_axis=None if m.get("up_axis") is None else str(m["up_axis"]),
         coordinate_system=p.coordinate_system,
         coordinate_system_source=p.coordinate_system_source,
     )
+    if p.extras.get("engine_loadable") is False:
+        # measured through a conversion the engine does not load: every figure is there for
+        # the user to see, the character is not used
+        row.update(ok=False, reason="fbx_engine_cannot_load",
+                   animation_notes=f"{p.extras.get('loader_error')}; convert it to glTF "
+                   "(FBX2glTF) beside the FBX to use it")
     return row
+
+
+def _user_name(root: Path, model: Path) -> str:
+    """A discovered character's name: its folder's when the file stem is generic and the model
+    is the only one in its own folder (Sketchfab's ``Soldier/scene.gltf`` → ``Soldier``)."""
+    others = [f for f in model.parent.iterdir() if f != model and model_format(f) in
+              MODEL_FORMATS] if model.parent.is_dir() else []
+    if model.parent.resolve() == root.resolve():
+        return _model_stem(model)
+    return name_for(_model_stem(model), model.parent.name, not others)
 
 
 def _model_stem(model: Path) -> str:
     name = model.name
-    for suf in (".egg.pz", ".egg", ".glb", ".gltf"):
+    for suf in (".egg.pz", ".egg", ".glb", ".gltf", ".fbx"):
         if name.lower().endswith(suf):
             return name[: -len(suf)]
     return name
