@@ -33,15 +33,15 @@ def is_render_only(np_: Any) -> bool:
 
 
 # Panda3D settings every embedded engine process runs with, for the same bytes in every process.
-# ``uniquify-matrix 0``: by default Panda3D looks each new matrix transform (``setMat``: every
-# camera, every sample) up in its TransformState cache with a tolerant comparison (components
-# within 1e-6) and hands back an older, nearly equal state if one is still cached. Whether it
-# is still cached depends on the cache's garbage collection, which walks tables keyed by
-# pointers, so on the heap layout of the process, which thread timing under CPU load changes.
-# A camera one ulp off moves a triangle edge across a sample now and then: one pixel of one
-# view, 3 levels off, in about one loaded render in five (docs/known-issues.md). With it off,
-# every matrix is used as computed.
-DETERMINISTIC_PRC = "uniquify-matrix 0"
+# ``transform-cache 0``: Panda3D's TransformState cache hands back an older cached state for a
+# new transform whose matrix or components are within 1e-6 of it (LMatrix4/LVecBase compare
+# with a tolerance; ``uniquify-matrix 0`` does not stop it in 1.10.16, checked). Whether the
+# older state is still cached depends on the cache's garbage collection, which walks tables
+# keyed by pointers, so on the heap layout of the process, which thread timing under CPU load
+# changes. A camera or character 1e-7 m off moves a triangle edge across a sample now and then:
+# one pixel of one view, 3 levels off, in about one loaded render in five (docs/known-issues.md).
+# Without the cache every transform is used as computed, and compositions are computed afresh.
+DETERMINISTIC_PRC = "transform-cache 0"
 
 
 def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> None:
