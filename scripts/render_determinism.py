@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import shutil
 import sys
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -64,6 +65,8 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=2, help="engine processes at once")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--levels", nargs="*", default=LEVELS)
+    ap.add_argument("--max-seconds", type=float, default=0.0,
+                    help="stop after the run that passes this many seconds (0: run all N)")
     a = ap.parse_args()
     base = Path(a.out)
     lib = base / "lib" / "sample"
@@ -73,7 +76,8 @@ def main() -> int:
     levels = inv.levels[inv.levels["level_id"].isin(a.levels)]
     over = ["trajectories.per_level=1", "trajectories.frames=24",
             "trajectories.characters=[CharacterPack/Alex]", f"node.work_dir={base}/work",
-            f"node.snapshot_dir={base}/snap", "node.display=plain", f"node.cpu_slots={a.slots}"]
+            f"node.snapshot_dir={base}/snap", "node.display=plain", f"node.cpu_slots={a.slots}",
+            f"node.slots_per_gpu={a.slots}"]
     cfg = load_params(overrides=over)
     cfg = dataclasses.replace(cfg, render=load_params(overrides=PRESETS[a.preset]).render)
     trajs = base / "traj"
@@ -86,8 +90,12 @@ def main() -> int:
     for b in burners:
         b.start()
     outputs: dict[str, Counter[str]] = defaultdict(Counter)
+    t0 = time.monotonic()
+    done = 0
     try:
         for i in range(a.n):
+            if a.max_seconds and time.monotonic() - t0 > a.max_seconds:
+                break
             root = base / "renders"
             shutil.rmtree(root, ignore_errors=True)
             index, fails = render_trajectories(cfg, trajs, root, cfg.render, log=lambda m: None,
@@ -102,12 +110,13 @@ def main() -> int:
             keep = base / "distinct" / run
             if not keep.exists():  # one copy of each distinct output, to compare pixels
                 shutil.copytree(root, keep)
+            done += 1
             print(f"run {i}: {len(vids)} videos, digest {run}", flush=True)
     finally:
         for b in burners:
             b.terminate()
     many = {k: dict(c) for k, c in outputs.items() if len(c) > 1}
-    print(f"{a.n} runs x {len(outputs)} videos ({a.preset}, {a.slots} slots, "
+    print(f"{done} runs x {len(outputs)} videos ({a.preset}, {a.slots} slots, "
           f"{a.burners} burners): {len(many)} videos with more than one output")
     for k, c in sorted(many.items()):
         print(f"  {k}: {c}")

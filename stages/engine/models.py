@@ -32,16 +32,19 @@ def is_render_only(np_: Any) -> bool:
     return bool(np_.getNetTag("collision") == "none")
 
 
-# Panda3D settings every embedded engine process runs with, for the same bytes in every process.
-# ``transform-cache 0``: Panda3D's TransformState cache hands back an older cached state for a
-# new transform whose matrix or components are within 1e-6 of it (LMatrix4/LVecBase compare
-# with a tolerance; ``uniquify-matrix 0`` does not stop it in 1.10.16, checked). Whether the
-# older state is still cached depends on the cache's garbage collection, which walks tables
-# keyed by pointers, so on the heap layout of the process, which thread timing under CPU load
-# changes. A camera or character 1e-7 m off moves a triangle edge across a sample now and then:
-# one pixel of one view, 3 levels off, in about one loaded render in five (docs/known-issues.md).
-# Without the cache every transform is used as computed, and compositions are computed afresh.
-DETERMINISTIC_PRC = "transform-cache 0"
+def fixed_draw_order() -> None:
+    """Draw opaque geometry in scene-graph order, the same in every process.
+
+    Panda3D's default ``opaque`` bin is state-sorted: it orders geoms by comparing their
+    RenderState and vertex-data *pointers*, so the draw order follows the heap layout of the
+    process, which thread timing changes under CPU load. Where two opaque surfaces meet at
+    the same depth (a shirt's hem over the trousers), the first one drawn keeps the pixel: one
+    pixel of one view differed in about one loaded render in five (docs/known-issues.md).
+    An unsorted bin draws in traversal order."""
+    from panda3d.core import CullBinManager
+
+    bins = CullBinManager.getGlobalPtr()
+    bins.setBinType(bins.findBin("opaque"), CullBinManager.BT_unsorted)
 
 
 def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> None:
@@ -55,8 +58,8 @@ def _configure_panda(display: str = "p3headlessgl", window: str = "none") -> Non
         notify-level-device fatal
         notify-level-display error
         load-file-type p3assimp
-        {DETERMINISTIC_PRC}
     """)
+    fixed_draw_order()
 
 
 def _load_gltf(p: Path) -> Any:

@@ -44,8 +44,6 @@ class RenderTargets:
                  far: float = 4000.0, *, look: Look):
         from panda3d.core import loadPrcFileData
 
-        from .models import DETERMINISTIC_PRC
-
         loadPrcFileData("wmforge-render", f"""
             window-type none
             load-display {display}
@@ -57,8 +55,10 @@ class RenderTargets:
             notify-level-display error
             notify-level-glgsg error
             sync-video 0
-            {DETERMINISTIC_PRC}
         """)
+        from .models import fixed_draw_order
+
+        fixed_draw_order()
         from panda3d.core import (
             FrameBufferProperties,
             GraphicsEngine,
@@ -260,10 +260,9 @@ class RenderTargets:
             card.setP(-90)
             card.setShader(shader)
             card.setShaderInput("atlas", self.atlas_tex)
-            origins = PTA_LVecBase2i.emptyArray(64)
-            for k in range(self.N):
-                x0, y0 = self.tile_origin[(view, k)]
-                origins[k] = (x0, y0)
+            origins = PTA_LVecBase2i.emptyArray(64)  # emptyArray does not zero: every slot set
+            for k in range(64):
+                origins[k] = self.tile_origin[(view, k)] if k < self.N else (0, 0)
             card.setShaderInput("origins", origins)
             card.setShaderInput("nsamples", self.N)
             card.setShaderInput("region", (v * self.W, 0))
