@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stages.cluster.s3_store import S3Store
-from stages.cluster.uploader import COMPLETION, TOMBSTONE, Uploader
+from stages.cluster.uploader import COMPLETION, DELIVERED, TOMBSTONE, Uploader
 
 from .conftest import finished_instance, overrides, subprocess_env, upload_cfg
 
@@ -34,9 +34,13 @@ def _local(inst: Path) -> dict[str, str]:
 
 
 def _stored(client, bucket: str, prefix: str = "renders/") -> dict[str, str]:
+    """key → sha256 of every object under ``prefix`` but the delivery records (one per
+    trajectory under <scene>/<level>/_delivered/, test_delivery checks them)."""
     out = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for o in page.get("Contents", []):
+            if f"/{DELIVERED}/" in o["Key"]:
+                continue
             body = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
             out[o["Key"][len(prefix):]] = _sha(body)
     return out
