@@ -75,3 +75,23 @@ def test_an_s3_error_reaches_the_user_as_one_line_naming_endpoint_bucket_key_ope
     assert "my..bucket" in lines[0] and "create_bucket" in lines[0]
     assert s3server.secret_key not in lines[0]
     assert (inst / "traj_000" / "back.mp4").stat().st_size == 1000
+
+
+def test_upload_once_gives_up_on_a_store_that_does_not_answer_and_keeps_everything(tmp_path):
+    from stages.cluster.seaweed_server import free_port
+
+    port = free_port()  # nothing listens there: connection refused, for real
+    root = tmp_path / "renders"
+    inst = finished_instance(root, "n1-U", {"traj_000": {"back.mp4": 1000}})
+    env = subprocess_env({"AWS_ACCESS_KEY_ID": "K", "AWS_SECRET_ACCESS_KEY": "never-shown"})
+    r = subprocess.run([sys.executable, "-m", "stages.cli", "cluster", "-S",
+                        f"upload.endpoint_url=http://127.0.0.1:{port}", "-S",
+                        "upload.poll_s=0.2", "-S", "upload.backoff_max_s=0.5", "upload",
+                        "--renders", str(root), "--once"], env=env, text=True,
+                       capture_output=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"upload: error: S3 at http://127.0.0.1:{port}: head_bucket") and \
+        "gave up after 2 s; 1 finished trajectories kept locally" in last, last
+    assert "never-shown" not in r.stdout + r.stderr and "Traceback" not in r.stderr
+    assert (inst / "traj_000" / "back.mp4").stat().st_size == 1000
