@@ -92,6 +92,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"error: port {port} is in use on this node", file=sys.stderr)
             return 2
         t0 = time.monotonic()
+        marker = os.urandom(8).hex()
+        os.environ[SESSION_ENV] = marker  # inherited by every process of the session
         c: Any = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
             "gcs_server_port": port, "num_cpus": 0,
             "include_dashboard": cfg.cluster.include_dashboard})
@@ -100,6 +102,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                        resources={node_resource(f"{args.node_prefix}{i + 1}"): 1})
         c.wait_for_nodes()
         session = {"address": c.address, "session_dir": c.head_node.get_session_dir_path(),
+                   "marker": marker,
                    "local_nodes": [f"{args.node_prefix}{i + 1}" for i in range(args.local_nodes)]}
         f = _session_file(cfg)
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -275,19 +278,32 @@ def cmd_down(args: argparse.Namespace) -> int:
                   "(their units are leased again by the next run: state kept in "
                   f"{cfg.cluster.allocator_state})")
             ray.shutdown()
-    pids = _session_pids(session.get("session_dir", ""))
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.3)
-    for pid in pids:
-        if _alive(pid):
+    stopped: set[int] = set()
+    for _ in range(3):  # a raylet may start a worker while we stop: look again
+        pids = [p for p in _session_pids(session.get("session_dir", ""),
+                                         session.get("marker", "")) if p not in stopped]
+        if not pids:
+            break
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.3)
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        stopped |= set(pids)
+        time.sleep(0.5)
+    survivors = [p for p in _session_pids(session.get("session_dir", ""),
+                                          session.get("marker", "")) if _alive(p)]
+    if survivors:
+        print(f"error: {len(survivors)} process(es) of this Ray session survived: "
+              f"{survivors[:10]}", file=sys.stderr)
+        return 1
     sess_f.unlink(missing_ok=True)
-    print(f"cluster: stopped {len(pids)} Ray process(es) of this session")
+    print(f"cluster: stopped {len(stopped)} Ray process(es) of this session; none left")
     return 0
 
 
@@ -299,19 +315,26 @@ def _alive(pid: int) -> bool:
     return st not in ("Z", "X")
 
 
-def _session_pids(session_dir: str) -> list[int]:
-    """Processes started for this Ray session (their command line names its folder)."""
-    if not session_dir:
+SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray session
+
+
+def _session_pids(session_dir: str, marker: str = "") -> list[int]:
+    """Processes of this Ray session: their environment carries the session's marker (set by
+    `up`, inherited by every Ray process, which keeps it when it retitles itself, as the
+    dashboard and runtime-env agents do), or their command line names its folder."""
+    if not session_dir and not marker:
         return []
+    mark = f"{SESSION_ENV}={marker}".encode()
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (d / "environ").read_bytes().split(b"\0") if marker else []
         except OSError:
             continue
-        if session_dir in cmd:
+        if (session_dir and session_dir in cmd) or (marker and mark in env):
             out.append(int(d.name))
     return out
 

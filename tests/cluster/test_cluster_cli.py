@@ -5,6 +5,7 @@ three levels over three Ray nodes at a tiny preset, videos to SeaweedFS), `statu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -145,3 +146,53 @@ def test_up_refuses_an_unreachable_head_and_an_unknown_engine_user(tmp_path):
                         "upload.bucket=Not_A_Bucket", "status"], env=env, text=True,
                        capture_output=True, timeout=60)
     assert r.returncode == 2 and "upload.bucket 'Not_A_Bucket'" in r.stderr
+
+
+def _env_has(pid: str, needle: bytes) -> bool:
+    try:
+        return needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+@pytest.mark.cluster_faults
+def test_down_leaves_no_process_of_the_session_behind(tmp_path):
+    """`up --head --local-nodes 1`, then `down`: every process of that Ray session is gone
+    right after, the agents that retitle themselves (ray::DashboardAgent, RuntimeEnvAgent)
+    too. They are found by the RAY_TMPDIR this test alone gives them (kept in their
+    environment, whatever their title)."""
+    from tests.fakes.engine_standin import CHECKOUT
+
+    raytmp = tempfile.mkdtemp(prefix="cl-down-", dir="/tmp")  # short AF_UNIX paths
+    env = subprocess_env({"RAY_TMPDIR": raytmp, "RAY_AUTH_MODE": "disabled"})
+    mine = f"RAY_TMPDIR={raytmp}".encode()
+    params = ["--params", str(CHECKOUT / "params.yaml"), "-S",
+              f"cluster.head_port={_free_port()}", "-S",
+              f"cluster.allocator_state={tmp_path}/alloc/state.json"]
+
+    def wm(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "stages.cli", "cluster", *params, *args],
+                              env=env, cwd=tmp_path, text=True, capture_output=True,
+                              timeout=180)
+
+    try:
+        up = wm("up", "--head", "--local-nodes", "1")
+        assert up.returncode == 0, up.stderr
+        before = [d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+                  and _env_has(d.name, mine)]
+        titles = {Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in before
+                  if Path(f"/proc/{p}/cmdline").exists()}
+        assert any(b"Agent" in t for t in titles), titles  # the retitled agents run
+        down = wm("down", "--timeout", "5")
+        assert down.returncode == 0, down.stdout + down.stderr
+        alive = [p for p in before if Path(f"/proc/{p}").exists() and _env_has(p, mine)
+                 and (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                      not in ("Z", "X"))]
+        assert not alive, [Path(f"/proc/{p}/cmdline").read_bytes()[:60] for p in alive]
+        assert "none left" in down.stdout
+    finally:
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and _env_has(d.name, mine):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(d.name), signal.SIGKILL)
+        shutil.rmtree(raytmp, ignore_errors=True)

@@ -45,6 +45,7 @@ def _rows(out: str) -> dict[str, str]:
                                                                          "pools"))}
 
 
+@pytest.mark.cluster_faults
 def test_health_and_status_show_a_dead_uploader_its_backlog_and_a_store_that_is_down(
         own_store, tmp_path):
     work = tmp_path / "work"

@@ -77,6 +77,7 @@ def test_an_s3_error_reaches_the_user_as_one_line_naming_endpoint_bucket_key_ope
     assert (inst / "traj_000" / "back.mp4").stat().st_size == 1000
 
 
+@pytest.mark.cluster_faults
 def test_upload_once_gives_up_on_a_store_that_does_not_answer_and_keeps_everything(tmp_path):
     from stages.cluster.seaweed_server import free_port
 
