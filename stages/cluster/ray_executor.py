@@ -39,7 +39,7 @@ from ..config import WmforgeConfig
 from ..core.progress import read_progress
 from .allocator_actor import ACTOR_NAME, NAMESPACE, get_allocator, run_identity
 from .recovery import finished, level_parts
-from .uploader import COMPLETION, backlog, eligible, parse_delivery_key
+from .uploader import COMPLETION, eligible, parse_delivery_key
 
 NODE_RES = "wmforge_node_"
 RUNNER_PREFIX = "wmforge-node-"
@@ -211,11 +211,6 @@ class NodeRunnerService:
             return ok
         except OSError:
             return False
-
-    def uploader_state(self) -> dict:
-        st = self.uploader.state() if self.uploader is not None else {"status": "not started"}
-        n, age = backlog(self.paths["renders"])
-        return {**st, "backlog": n, "oldest_s": age}
 
     def progress(self) -> dict:
         """Finished trajectories per the progress logs on this node's disk."""
