@@ -512,7 +512,9 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
             # other nodes go on and deliver; the run reports it
             gone(name, str(exc).strip().splitlines()[-1][:300], "failed")
         except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError,
-                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
+                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.ActorUnschedulableError) as exc:
+            # ActorUnschedulableError: restarted, but pinned to a node that is gone
             kind = classify_death(by_name[name], nodes[name])
             if kind == "process":
                 crashes[name] = crashes.get(name, 0) + 1
