@@ -171,3 +171,29 @@ def test_a_second_run_with_other_pools_or_state_runs_or_names_the_other_run(
     assert out4["this_run"] == {"units": 0, "trajectories": 0, "units_done_before": 3,
                                 "finished_before": True}
     assert Path(job2.unit_options["journal"]).read_text().splitlines() == journal
+
+
+def test_the_allocator_killed_mid_run_resumes_from_its_state_without_double_work(
+        ray_cluster, s3server, tmp_path):
+    import ray
+
+    job = _job(tmp_path, s3server, "akill-b", quiet_s=0.5)
+    rows = build_pools(LEVELS, NODES, 1, seed=3).to_dict("records")
+    th, out = _start(job, rows)
+    journal = Path(job.unit_options["journal"])
+    deadline = time.time() + 120
+    while time.time() < deadline and (not journal.exists()
+                                      or len(journal.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    alloc = ray.get_actor("wmforge-allocator", namespace="wmforge")
+    pid = ray.get(alloc.ping.remote())
+    os.kill(pid, signal.SIGKILL)  # kill -9 of the allocator's process mid-run
+    th.join(timeout=300)
+    assert not th.is_alive(), "run_cluster did not finish"
+    assert "error" not in out, out.get("error")
+    st = out["allocator"]
+    assert st["restored"] is True and st["pid"] != pid and st["finished"]
+    _every_trajectory_once(s3server, "akill-b", LEVELS)
+    made = Counter(tuple(ln.split()[:2]) for ln in journal.read_text().splitlines())
+    assert set(made.values()) == {1}, [k for k, v in made.items() if v > 1]  # none twice
+    _nothing_left(job)
