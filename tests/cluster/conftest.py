@@ -17,8 +17,10 @@ from stages.config import UploadConfig
 from stages.core.progress import COMPLETE, append_progress
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3server(tmp_path_factory):
+    """One server for the whole session (its start and stop cost ~8 s; buckets are per test).
+    A test that stops it starts it again on the same ports and data folder."""
     srv = SeaweedServer(tmp_path_factory.mktemp("seaweed"), "WMFORGETESTKEY",
                         "sk-" + secrets.token_hex(12))
     srv.start()
