@@ -280,8 +280,9 @@ def cmd_down(args: argparse.Namespace) -> int:
             ray.shutdown()
     stopped: set[int] = set()
     for _ in range(3):  # a raylet may start a worker while we stop: look again
-        pids = [p for p in _session_pids(session.get("session_dir", ""),
-                                         session.get("marker", "")) if p not in stopped]
+        pids = [p for p in _with_descendants(_session_pids(session.get("session_dir", ""),
+                                                           session.get("marker", "")))
+                if p not in stopped]
         if not pids:
             break
         for pid in pids:
@@ -296,8 +297,8 @@ def cmd_down(args: argparse.Namespace) -> int:
                     os.kill(pid, signal.SIGKILL)
         stopped |= set(pids)
         time.sleep(0.5)
-    survivors = [p for p in _session_pids(session.get("session_dir", ""),
-                                          session.get("marker", "")) if _alive(p)]
+    survivors = [p for p in stopped | set(_with_descendants(_session_pids(
+        session.get("session_dir", ""), session.get("marker", "")))) if _alive(p)]
     if survivors:
         print(f"error: {len(survivors)} process(es) of this Ray session survived: "
               f"{survivors[:10]}", file=sys.stderr)
@@ -318,10 +319,34 @@ def _alive(pid: int) -> bool:
 SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray session
 
 
+def _with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them. Ray's agents retitle themselves and their
+    title overwrites the memory /proc shows as their command line *and* environment, so they
+    are found as children of their raylet (collected before anything is stopped)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            raw = (d / "stat").read_text()
+            ppid = int(raw[raw.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        if p in out or p == os.getpid():
+            continue
+        out.add(p)
+        todo += children.get(p, [])
+    return sorted(out)
+
+
 def _session_pids(session_dir: str, marker: str = "") -> list[int]:
     """Processes of this Ray session: their environment carries the session's marker (set by
-    `up`, inherited by every Ray process, which keeps it when it retitles itself, as the
-    dashboard and runtime-env agents do), or their command line names its folder."""
+    `up`, inherited by every Ray process) or their command line names its folder. A process
+    that retitled itself may show neither: :func:`_with_descendants` adds those."""
     if not session_dir and not marker:
         return []
     mark = f"{SESSION_ENV}={marker}".encode()

@@ -178,21 +178,59 @@ def test_down_leaves_no_process_of_the_session_behind(tmp_path):
     try:
         up = wm("up", "--head", "--local-nodes", "1")
         assert up.returncode == 0, up.stderr
-        before = [d.name for d in Path("/proc").iterdir() if d.name.isdigit()
-                  and _env_has(d.name, mine)]
+        # the session: processes with this test's RAY_TMPDIR and everything below them (a
+        # retitled agent's title overwrites what /proc shows of its environment)
+        before = _below([d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+                         and _env_has(d.name, mine)])
+        started = {p: _started(p) for p in before}  # a reused pid is not a survivor
         titles = {Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in before
                   if Path(f"/proc/{p}/cmdline").exists()}
         assert any(b"Agent" in t for t in titles), titles  # the retitled agents run
         down = wm("down", "--timeout", "5")
         assert down.returncode == 0, down.stdout + down.stderr
-        alive = [p for p in before if Path(f"/proc/{p}").exists() and _env_has(p, mine)
-                 and (Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
-                      not in ("Z", "X"))]
+        alive = [p for p in before if Path(f"/proc/{p}").exists() and _started(p) ==
+                 started[p] and _state(p) not in ("Z", "X", "")]
         assert not alive, [Path(f"/proc/{p}/cmdline").read_bytes()[:60] for p in alive]
         assert "none left" in down.stdout
     finally:
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit() and _env_has(d.name, mine):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(d.name), signal.SIGKILL)
+        left = _below([d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+                       and _env_has(d.name, mine)])
+        for p in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(p), signal.SIGKILL)
         shutil.rmtree(raytmp, ignore_errors=True)
+
+
+def _stat(pid: str) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def _state(pid: str) -> str:
+    st = _stat(pid)
+    return st[0] if st else ""
+
+
+def _started(pid: str) -> str:
+    st = _stat(pid)
+    return st[19] if len(st) > 19 else ""
+
+
+def _below(pids: list[str]) -> list[str]:
+    """``pids`` and all their descendants (by parent pid)."""
+    kids: dict[str, list[str]] = {}
+    for d in Path("/proc").iterdir():
+        st = _stat(d.name) if d.name.isdigit() else []
+        if st:
+            kids.setdefault(st[1], []).append(d.name)
+    out: list[str] = []
+    todo = list(pids)
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.append(p)
+            todo += kids.get(p, [])
+    return out
