@@ -175,6 +175,8 @@ def test_down_leaves_no_process_of_the_session_behind(tmp_path):
                               env=env, cwd=tmp_path, text=True, capture_output=True,
                               timeout=180)
 
+    before: list[str] = []
+    started: dict[str, str] = {}
     try:
         up = wm("up", "--head", "--local-nodes", "1")
         assert up.returncode == 0, up.stderr
@@ -193,9 +195,11 @@ def test_down_leaves_no_process_of_the_session_behind(tmp_path):
         assert not alive, [Path(f"/proc/{p}/cmdline").read_bytes()[:60] for p in alive]
         assert "none left" in down.stdout
     finally:
+        # what down left (orphans included: known by pid and start time from before)
         left = _below([d.name for d in Path("/proc").iterdir() if d.name.isdigit()
                        and _env_has(d.name, mine)])
-        for p in left:
+        left += [p for p in before if started.get(p) and _started(p) == started[p]]
+        for p in set(left):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(p), signal.SIGKILL)
         shutil.rmtree(raytmp, ignore_errors=True)
