@@ -11,6 +11,7 @@ reads.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -25,15 +26,56 @@ ACTOR_NAME = "wmforge-allocator"
 NAMESPACE = "wmforge"
 
 
+class OtherRunError(RuntimeError):
+    """The allocator (or its state file) belongs to another run: one line naming it."""
+
+
+def run_identity(pools_rows: list[dict], passes: int, seed: int, state_path: str,
+                 store: str) -> dict:
+    """What makes a run the same run: its pools (level → node per pass), passes, seed, the
+    allocator's state file and where its outputs go (endpoint/bucket/prefix)."""
+    rows = sorted((str(r["level_id"]), str(r["node"]), int(r["pass"])) for r in pools_rows)
+    pools = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:16]
+    return {"pools": pools, "levels": len({r[0] for r in rows}), "passes": int(passes),
+            "seed": int(seed), "state": os.path.abspath(state_path), "store": store}
+
+
+def _differs(have: dict, want: dict) -> str:
+    keys = [k for k in ("pools", "passes", "seed", "state", "store") if have.get(k) != want.get(k)]
+    return ", ".join(f"{k} {have.get(k)!r} (this run: {want.get(k)!r})" for k in keys)
+
+
+def check_state_file(state_path: str, identity: dict) -> None:
+    """Raise :class:`OtherRunError` when the state file holds another run's allocator."""
+    p = Path(state_path)
+    if not p.exists():
+        return
+    try:
+        have = json.loads(p.read_text()).get("identity")
+    except (OSError, ValueError) as exc:
+        raise OtherRunError(f"allocator state {p}: unreadable ({exc})") from None
+    if have is not None and have != identity:
+        raise OtherRunError(
+            f"allocator state {p} belongs to another run ({_differs(have, identity)}): set "
+            "cluster.allocator_state to a new file for this run, or remove that file to start "
+            "over")
+
+
 class AllocatorService:
     """Leases over a persisted :class:`AllocatorPolicy`, with an HTTP status page."""
 
     def __init__(self, state_path: str, pools_rows: list[dict], passes: int, seed: int,
-                 lease_s: float, http_host: str = "127.0.0.1", http_port: int = 0):
+                 lease_s: float, http_host: str = "127.0.0.1", http_port: int = 0,
+                 identity: dict | None = None):
         self.path = Path(state_path)
         self.lock = threading.RLock()
+        if identity is not None:
+            check_state_file(state_path, identity)
+        self.identity = identity
         if self.path.exists():
-            self.policy = AllocatorPolicy.from_dict(json.loads(self.path.read_text()))
+            raw = json.loads(self.path.read_text())
+            self.policy = AllocatorPolicy.from_dict(raw)
+            self.identity = identity or raw.get("identity")
             self.restored = True
         else:
             self.policy = AllocatorPolicy.from_pools(pools_rows, passes, seed, lease_s)
@@ -53,7 +95,7 @@ class AllocatorService:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
         with open(tmp, "w") as f:
-            json.dump(self.policy.to_dict(), f, sort_keys=True)
+            json.dump({**self.policy.to_dict(), "identity": self.identity}, f, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         tmp.replace(self.path)
@@ -102,6 +144,9 @@ class AllocatorService:
     def leave(self, node: str) -> list[str]:
         return list(self._do(self.policy.leave, node, time.time()))
 
+    def release(self, node: str) -> list[str]:
+        return list(self._do(self.policy.release, node, time.time()))
+
     def drain(self, node: str, reason: str) -> None:
         self._do(self.policy.drain, node, reason)
 
@@ -125,7 +170,8 @@ class AllocatorService:
                     "finished": p.finished(), "nodes": list(p.nodes), "owner": dict(p.owner),
                     "leases": [ls.__dict__.copy() for ls in p.leases.values()],
                     "done": sorted(f"{lv}#{ps}" for lv, ps in p.done),
-                    "balance": p.balance(), "http": self.address}
+                    "balance": p.balance(), "http": self.address, "identity": self.identity,
+                    "state_path": str(self.path)}
 
     def ping(self) -> int:
         return os.getpid()
@@ -143,16 +189,23 @@ def _ray_node() -> str | None:
 
 def get_allocator(state_path: str, pools_rows: list[dict], passes: int, seed: int,
                   lease_s: float, http_port: int = 0, resources: dict | None = None,
-                  node_id: str | None = None) -> Any:
+                  node_id: str | None = None, identity: dict | None = None) -> Any:
     """The detached named allocator actor (created on first call, found after). ``node_id``:
     created on that Ray node (the head: a lost worker node then never takes the allocator with
     it). Hard affinity: Ray's soft affinity measured here placed it on a worker node in 2 of 3
     tries even with the head idle; and a cluster whose head is gone has no GCS left to run an
     allocator on anyway. After a crash of its process it restarts there and restores its
-    state file."""
+    state file.
+
+    With ``identity`` (:func:`run_identity`), a live allocator of another run (other pools,
+    passes, seed, state file or store) is replaced when it has no lease out, and refused with
+    :class:`OtherRunError` naming it when it has; a state file of another run is refused."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    if identity is not None:
+        _retire_other_run(identity)
+        check_state_file(state_path, identity)
     cls = ray.remote(AllocatorService)
     where = ({"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
              if node_id else {})
@@ -160,7 +213,38 @@ def get_allocator(state_path: str, pools_rows: list[dict], passes: int, seed: in
                        get_if_exists=True, max_restarts=-1, max_task_retries=-1,
                        num_cpus=0, resources=resources or {}, max_concurrency=1,
                        **where).remote(
-        state_path, pools_rows, passes, seed, lease_s, "127.0.0.1", http_port)
+        state_path, pools_rows, passes, seed, lease_s, "127.0.0.1", http_port, identity)
+
+
+def _retire_other_run(identity: dict, timeout_s: float = 60.0) -> None:
+    """Stop a live allocator of another run that has nothing out; refuse one that has."""
+    import ray
+
+    try:
+        live = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+    except ValueError:
+        return
+    st: Any = ray.get(live.state.remote(), timeout=timeout_s)
+    have = st.get("identity") or {"state": os.path.abspath(st.get("state_path", "?"))}
+    if have == identity:
+        return
+    what = _differs(have, identity)
+    if st.get("leases"):
+        raise OtherRunError(
+            f"the live allocator {ACTOR_NAME} (pid {st.get('pid')}, state "
+            f"{st.get('state_path', '?')}, {st.get('http')}) serves another run with "
+            f"{len(st['leases'])} lease(s) out ({what}): wait for it or `wmforge cluster "
+            "down` first")
+    ray.kill(live, no_restart=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
+        except ValueError:
+            return
+        time.sleep(0.2)
+    raise OtherRunError(f"the allocator {ACTOR_NAME} of another run did not stop in "
+                        f"{timeout_s:.0f} s")
 
 
 def read_http_state(state_path: str, timeout_s: float = 5.0) -> dict:

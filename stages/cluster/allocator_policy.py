@@ -28,6 +28,7 @@ class Lease:
     pass_index: int
     expires: float  # wall-clock seconds
     attempt: int = 1  # 1 + how often this unit's earlier leases expired
+    granted: float = 0.0  # wall-clock seconds it was handed out
 
 
 @dataclass
@@ -105,6 +106,14 @@ class AllocatorPolicy:
             self.owner[lv] = new[lv]
         return mine
 
+    def release(self, node: str, now: float) -> list[str]:
+        """Let every lease of ``node`` go now (its runner process died; the node stays and
+        leases again). Returns the units that went back."""
+        for ls in self.leases.values():
+            if ls.node == node:
+                ls.expires = min(ls.expires, now)
+        return [f"{ls.level_id}#{ls.pass_index}" for ls in self.expire(now)]
+
     def drain(self, node: str, reason: str) -> None:
         self.drained[node] = reason
 
@@ -140,7 +149,7 @@ class AllocatorPolicy:
                 uid = f"{lv}#{p}"
                 self.attempts[uid] = self.attempts.get(uid, 0) + 1
                 ls = Lease(f"L{self.seq:06d}", node, lv, p, now + self.lease_s,
-                           self.attempts[uid])
+                           self.attempts[uid], now)
                 self.leases[ls.lease_id] = ls
                 self.counts[node].leases_given += 1
                 return ls

@@ -92,6 +92,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             print(f"error: port {port} is in use on this node", file=sys.stderr)
             return 2
         t0 = time.monotonic()
+        marker = os.urandom(8).hex()
+        os.environ[SESSION_ENV] = marker  # inherited by every process of the session
         c: Any = Cluster(initialize_head=True, shutdown_at_exit=False, head_node_args={
             "gcs_server_port": port, "num_cpus": 0,
             "include_dashboard": cfg.cluster.include_dashboard})
@@ -100,6 +102,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                        resources={node_resource(f"{args.node_prefix}{i + 1}"): 1})
         c.wait_for_nodes()
         session = {"address": c.address, "session_dir": c.head_node.get_session_dir_path(),
+                   "marker": marker,
                    "local_nodes": [f"{args.node_prefix}{i + 1}" for i in range(args.local_nodes)]}
         f = _session_file(cfg)
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -149,12 +152,34 @@ def cmd_run(args: argparse.Namespace) -> int:
                   inventory=str(Path(args.inventory).resolve()),
                   library=str(Path(cfg.library.root).resolve()),
                   unit_options=standin if args.standin else {})
-    out = run_cluster(job, pd.read_parquet(pools).to_dict("records"),
-                      log=lambda m: print(m, flush=True))
-    st = out["allocator"]
-    print(f"cluster: {len(st['done'])} units done; per node "
+    from .allocator_actor import OtherRunError
+
+    try:
+        out = run_cluster(job, pd.read_parquet(pools).to_dict("records"),
+                          log=lambda m: print(m, flush=True))
+    except OtherRunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    st, this = out["allocator"], out["this_run"]
+    total = len(st["owner"]) * max(1, cfg.cluster.passes)
+    if this["finished_before"] and this["units"] == 0:
+        print(f"cluster: nothing to do: all {total} units were done by an earlier run "
+              f"(allocator state {cfg.cluster.allocator_state}); this run made nothing")
+    print(f"cluster: this run: {this['units']} units, {this['trajectories']} trajectories made; "
+          f"allocator: {len(st['done'])} of {total} units done; per node "
           f"{ {n: b['trajectories'] for n, b in st['balance'].items()} } trajectories")
-    return 0 if st["finished"] else 1
+    bad = 0
+    for n, r in sorted(out["nodes"].items()):
+        for label in ("failed", "died"):
+            if label in r:
+                bad += label == "failed"
+                print(f"cluster: node {n} {label}: {r[label]}")
+    for n, u in sorted(out["undelivered"].items()):
+        print(f"cluster: node {n}: {len(u['trajectories'])} finished trajectories still local "
+              f"({u['why']}): {', '.join(u['trajectories'][:5])}"
+              f"{' …' if len(u['trajectories']) > 5 else ''}; deliver with: "
+              f"{u['deliver_with']}")
+    return 0 if st["finished"] and not out["undelivered"] and not bad else 1
 
 
 def _alloc_state(cfg: WmforgeConfig) -> dict | None:
@@ -172,34 +197,55 @@ def cmd_status(args: argparse.Namespace) -> int:
         finished_from_logs,
         status_table,
     )
-    from .s3_store import S3Store, StoreAuthError, StoreUnreachable
+    from .s3_store import S3Store, StoreError
 
     cfg = _cfg(args)
     finished = finished_from_logs(Path(args.work))
+    delivered: dict[str, int] | None
     try:
         delivered = delivered_from_store(S3Store(cfg.upload), cfg.upload.prefix)
-    except (StoreUnreachable, StoreAuthError) as exc:
-        print(f"warning: {exc}", file=sys.stderr)
-        delivered = {}
+    except StoreError as exc:
+        print(f"error: cannot read the store: {exc}", file=sys.stderr)
+        delivered = None
     print(status_table(finished, delivered, _alloc_state(cfg)))
-    return 0
+    return 0 if delivered is not None else 1
 
 
 def cmd_health(args: argparse.Namespace) -> int:
+    from .health import (
+        lease_view,
+        needs_person,
+        node_table,
+        real_nodes,
+        slots_view,
+        store_check,
+        uploader_view,
+    )
     from .monitors import health_table, monitor_once
     from .ray_executor import node_paths
 
     cfg = _cfg(args)
     work = Path(args.work)
-    nodes = args.node or sorted(p.name for p in work.iterdir() if p.is_dir()) \
-        if work.is_dir() else args.node
-    rows = []
-    for n in nodes or [cfg.render.node_id]:
+    nodes = args.node or real_nodes(work) or [cfg.render.node_id]
+    ok, detail = store_check(cfg.upload)
+    alloc = _alloc_state(cfg)
+    mon_rows, rows = [], []
+    for n in nodes:
         p = node_paths(work, n)
         p["work"].mkdir(parents=True, exist_ok=True)
-        rows.append(monitor_once(n, cfg.monitor, p["work"], p["renders"]))
-    print(health_table(rows))
-    return 0
+        m = monitor_once(n, cfg.monitor, p["work"], p["renders"])
+        mon_rows.append(m)
+        row = {"node": n, "store": {"ok": ok, "detail": detail}, "monitor": m,
+               "uploader": uploader_view(p["root"]), "slots": slots_view(p["root"]),
+               "lease": lease_view(alloc, n)}
+        row["needs"] = needs_person(row)
+        rows.append(row)
+    print(health_table(mon_rows))
+    print()
+    print(node_table(rows))
+    if alloc is None:
+        print("allocator: not reachable (no lease ages)")
+    return 1 if any(r["needs"] for r in rows) else 0
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -232,19 +278,33 @@ def cmd_down(args: argparse.Namespace) -> int:
                   "(their units are leased again by the next run: state kept in "
                   f"{cfg.cluster.allocator_state})")
             ray.shutdown()
-    pids = _session_pids(session.get("session_dir", ""))
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.3)
-    for pid in pids:
-        if _alive(pid):
+    stopped: set[int] = set()
+    for _ in range(3):  # a raylet may start a worker while we stop: look again
+        pids = [p for p in _with_descendants(_session_pids(session.get("session_dir", ""),
+                                                           session.get("marker", "")))
+                if p not in stopped]
+        if not pids:
+            break
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.3)
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        stopped |= set(pids)
+        time.sleep(0.5)
+    survivors = [p for p in stopped | set(_with_descendants(_session_pids(
+        session.get("session_dir", ""), session.get("marker", "")))) if _alive(p)]
+    if survivors:
+        print(f"error: {len(survivors)} process(es) of this Ray session survived: "
+              f"{survivors[:10]}", file=sys.stderr)
+        return 1
     sess_f.unlink(missing_ok=True)
-    print(f"cluster: stopped {len(pids)} Ray process(es) of this session")
+    print(f"cluster: stopped {len(stopped)} Ray process(es) of this session; none left")
     return 0
 
 
@@ -256,19 +316,50 @@ def _alive(pid: int) -> bool:
     return st not in ("Z", "X")
 
 
-def _session_pids(session_dir: str) -> list[int]:
-    """Processes started for this Ray session (their command line names its folder)."""
-    if not session_dir:
+SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray session
+
+
+def _with_descendants(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them. Ray's agents retitle themselves and their
+    title overwrites the memory /proc shows as their command line *and* environment, so they
+    are found as children of their raylet (collected before anything is stopped)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            raw = (d / "stat").read_text()
+            ppid = int(raw[raw.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    out, todo = set(), list(pids)
+    while todo:
+        p = todo.pop()
+        if p in out or p == os.getpid():
+            continue
+        out.add(p)
+        todo += children.get(p, [])
+    return sorted(out)
+
+
+def _session_pids(session_dir: str, marker: str = "") -> list[int]:
+    """Processes of this Ray session: their environment carries the session's marker (set by
+    `up`, inherited by every Ray process) or their command line names its folder. A process
+    that retitled itself may show neither: :func:`_with_descendants` adds those."""
+    if not session_dir and not marker:
         return []
+    mark = f"{SESSION_ENV}={marker}".encode()
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
             continue
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (d / "environ").read_bytes().split(b"\0") if marker else []
         except OSError:
             continue
-        if session_dir in cmd:
+        if (session_dir and session_dir in cmd) or (marker and mark in env):
             out.append(int(d.name))
     return out
 
@@ -297,6 +388,22 @@ def cmd_s3_local(args: argparse.Namespace) -> int:
     finally:
         srv.stop()
     return 0
+
+
+def _subcommand_at(argv: list[str]) -> int | None:
+    """Index of the sub-command in ``argv`` (after ``--params X`` and ``-S K=V`` options)."""
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--params", "-S", "--set"):
+            i += 2
+        elif a.startswith(("--params=", "--set=")) or (a.startswith("-S") and len(a) > 2):
+            i += 1
+        elif a.startswith("-"):
+            return None
+        else:
+            return i
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -333,10 +440,12 @@ def main(argv: list[str] | None = None) -> int:
     s3.add_argument("--dir", default="work/s3")
     s3.add_argument("--port", type=int, default=8333)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["upload"]:
+    i = _subcommand_at(argv)
+    if i is not None and argv[i] == "upload":
         from .uploader import main as upload_main
 
-        return upload_main(argv[1:])
+        # the options before the sub-command (--params, -S) are the uploader's too
+        return upload_main(argv[:i] + argv[i + 1:])
     args = ap.parse_args(argv)
     cmds = {"up": cmd_up, "run": cmd_run, "status": cmd_status, "health": cmd_health,
             "down": cmd_down, "s3-local": cmd_s3_local}

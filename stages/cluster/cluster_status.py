@@ -39,9 +39,12 @@ def delivered_from_store(store: Any, prefix: str) -> dict[str, int]:
     return dict(counts)
 
 
-def status_table(finished: dict[str, int], delivered: dict[str, int],
+def status_table(finished: dict[str, int], delivered: dict[str, int] | None,
                  alloc: dict | None) -> str:
+    """``delivered`` None: the store could not be read (shown as ``?``, never as 0)."""
     bal = (alloc or {}).get("balance", {})
+    known = delivered is not None
+    delivered = delivered or {}
     nodes = sorted(set(finished) | set(delivered) | set(bal))
     head = (f"{'node':<12}{'finished (logs)':>16}{'delivered (S3)':>16}{'pool':>6}{'done':>6}"
             f"{'leased':>8}{'left':>6}{'lost':>6}  state")
@@ -50,10 +53,14 @@ def status_table(finished: dict[str, int], delivered: dict[str, int],
         b = bal.get(n, {})
         state = ("gone" if b and not b.get("live") else
                  f"drained ({b['drained']})" if b.get("drained") else "live" if b else "?")
-        rows.append(f"{n:<12}{finished.get(n, 0):>16}{delivered.get(n, 0):>16}"
+        got = delivered.get(n, 0) if known else "?"
+        rows.append(f"{n:<12}{finished.get(n, 0):>16}{got:>16}"
                     f"{b.get('pool', '-'):>6}{b.get('done', '-'):>6}{b.get('leased', '-'):>8}"
                     f"{b.get('left', '-'):>6}{b.get('lost', '-'):>6}  {state}")
-    rows.append(f"{'total':<12}{sum(finished.values()):>16}{sum(delivered.values()):>16}")
+    total = sum(delivered.values()) if known else "?"
+    rows.append(f"{'total':<12}{sum(finished.values()):>16}{total:>16}")
+    if not known:
+        rows.append("store: not readable (delivered unknown)")
     if alloc is None:
         rows.append("allocator: not reachable (no pool balance)")
     else:

@@ -15,6 +15,7 @@ unit records a failure row and is not retried again in this run.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -74,6 +75,7 @@ class NodeRunner:
         self.failures: list[UnitFailure] = []
         self.results: list[StepResult] = []
         self._seq = 0
+        self._slots_written = 0.0
         self._stop = ""
         self._watch = AncestorWatch(watch_ancestors or [], self._orphaned)
         self._claim_slots(plans)
@@ -128,7 +130,9 @@ class NodeRunner:
                         self._assign(slot, queue.popleft())
                     if slot.run is not None:
                         self._poll(slot)
-                board.update([self._view(s) for s in self.slots], len(queue))
+                views = [self._view(s) for s in self.slots]
+                board.update(views, len(queue))
+                self._write_slots(views, len(queue))
                 if not queue and all(s.unit is None for s in self.slots):
                     break
                 time.sleep(POLL_S)
@@ -137,8 +141,28 @@ class NodeRunner:
             for s, h in old.items():
                 signal.signal(s, h)
             board.close()
+            self._write_slots([], 0, force=True)
             self.release()
         return self.failures
+
+    def _write_slots(self, views: list[SlotView], queued: int, force: bool = False) -> None:
+        """``<work>/slots.json``: each slot busy or idle and the queue (``cluster health``)."""
+        now = time.time()
+        if not force and now - self._slots_written < 1.0:
+            return
+        self._slots_written = now
+        busy = {v.slot: v for v in views}
+        rows = [{"slot": s.plan.slot, "level": busy[s.plan.slot].level if s.plan.slot in busy
+                 else "", "stage": busy[s.plan.slot].stage if s.plan.slot in busy else "idle"}
+                for s in self.slots]
+        f = self.work / "slots.json"
+        tmp = f.with_name(f".slots.json.{os.getpid()}")
+        try:
+            tmp.write_text(json.dumps({"updated": now, "pid": os.getpid(), "queued": queued,
+                                       "slots": rows}))
+            tmp.replace(f)
+        except OSError:
+            return  # a full disk must not stop the runner; health says the file is old
 
     def step_table(self) -> list[dict]:
         """One row per engine process this runner started (for reports and benchmarks)."""

@@ -11,6 +11,14 @@ A node that dies takes its leases with it: the driver removes it from the alloca
 move to the others, its units are leased again), counts what it had finished but not delivered
 (lost with its disk) and the units are made again elsewhere; nothing delivered is made again
 (delivered trajectories are read from the store before each unit).
+
+A runner whose *process* dies (a Ray worker crash) is not a lost node: the actor restarts
+(``max_restarts=RUNNER_RESTARTS``) on its node, and the driver tells the two apart by asking
+Ray whether the node (its raylet) is alive and the restarted runner whether its disk is
+readable. A process crash lets its leases go and the runner leases again, keeping its levels
+and what its disk holds. The uploader is supervised (:mod:`.upload_supervisor`): restarted
+after a crash, given up on after a crash it cannot get past; its death never stops the run, and
+the run ends with what is still local listed, with the command that delivers it.
 """
 
 from __future__ import annotations
@@ -19,8 +27,6 @@ import contextlib
 import importlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -31,12 +37,14 @@ from typing import Any
 
 from ..config import WmforgeConfig
 from ..core.progress import read_progress
-from .allocator_actor import ACTOR_NAME, NAMESPACE, get_allocator
-from .recovery import level_parts
-from .uploader import COMPLETION
+from .allocator_actor import ACTOR_NAME, NAMESPACE, get_allocator, run_identity
+from .recovery import finished, level_parts
+from .uploader import COMPLETION, eligible, parse_delivery_key
 
 NODE_RES = "wmforge_node_"
 RUNNER_PREFIX = "wmforge-node-"
+RUNNER_RESTARTS = 3  # a runner actor's process restarted this often, then its node is out
+UPLOADER_POISON = 5  # uploader crashes in a row that mean it cannot get past one
 
 
 def node_resource(node: str) -> str:
@@ -82,29 +90,48 @@ def node_paths(work_root: str | Path, node: str) -> dict[str, Path]:
 
 def delivered_in_store(store: Any, prefix: str, level_ids: list[str]
                        ) -> set[tuple[str, str, str]]:
-    """(scene/level, traj, render key) of every trajectory with a completion object."""
+    """(scene/level, traj, render key) of every delivered trajectory: its delivery record
+    (and, for deliveries made before those existed, an instance's completion object)."""
     out: set[tuple[str, str, str]] = set()
     for lid in level_ids:
         scene, level = level_parts(lid)
         base = f"{prefix.strip('/')}/{scene}/{level}/"
         for key in store.list_keys(base):
-            if key.endswith("/" + COMPLETION):
-                rec = json.loads(store.get_bytes(key))
-                out.add((f"{scene}/{level}", rec["trajectory"], rec["render_key"]))
+            rec = parse_delivery_key(key)
+            if rec is not None:
+                out.add((f"{rec[0]}/{rec[1]}", rec[2], rec[3]))
+            elif key.endswith("/" + COMPLETION):
+                done = json.loads(store.get_bytes(key))
+                out.add((f"{scene}/{level}", done["trajectory"], done["render_key"]))
     return out
 
 
 def finished_not_delivered(renders: Path, store: Any, prefix: str) -> list[str]:
-    """Trajectories a node finished (progress lines) with no completion object in the store."""
+    """Trajectories a node finished (progress lines) that no instance delivered."""
     keys = set(store.list_keys(prefix.strip("/") + "/"))
+    delivered = {(r[0], r[1], r[2], r[3]) for r in map(parse_delivery_key, keys) if r}
     lost = []
     for prog in sorted(renders.glob("*/*/*/progress.log")):
         inst = prog.parent
         rel = inst.relative_to(renders).as_posix()
-        for traj in read_progress(inst):
+        scene, level = inst.parent.parent.name, inst.parent.name
+        for traj, (_, key) in read_progress(inst).items():
+            if (scene, level, traj, key) in delivered:
+                continue
             if f"{prefix.strip('/')}/{rel}/{traj}/{COMPLETION}" not in keys:
                 lost.append(f"{rel}/{traj}")
     return lost
+
+
+def made_here(unit: Any, renders: Path, had: set[tuple[str, str, str]]) -> int:
+    """Trajectories a unit made on this node: the stand-in's finished set (empty is 0); a
+    level unit's wanted trajectories finished on this disk that were not there before."""
+    made = getattr(unit, "finished", None)
+    if made is not None:
+        return len(made)
+    done = finished(renders)
+    return sum(1 for _, lvl, traj, key in getattr(unit, "wanted", [])
+               if (lvl, traj, key) in done and (lvl, traj, key) not in had)
 
 
 class _Renewer:
@@ -150,9 +177,22 @@ class NodeRunnerService:
         self.params = p["root"] / "params.yaml"
         self.params.write_text(OmegaConf.to_yaml(OmegaConf.structured(self.cfg)))
         self.log_path = p["root"] / "node.log"
-        self.uploader: subprocess.Popen | None = None
+        self.uploader: Any = None  # its Supervisor
         self.units_done = 0
         self.trajectories = 0
+        self.starts = self._count_start()
+
+    def _count_start(self) -> int:
+        """How often this runner's process started (Ray reruns __init__ after a crash)."""
+        f = self.paths["root"] / "runner.json"
+        try:
+            n = int(json.loads(f.read_text()).get("starts", 0)) + 1
+        except (OSError, ValueError):
+            n = 1
+        f.write_text(json.dumps({"starts": n, "pid": os.getpid(), "at": time.time()}))
+        if n > 1:
+            self.log(f"runner process started again (start {n}, pid {os.getpid()})")
+        return n
 
     def log(self, msg: str) -> None:
         with open(self.log_path, "a") as f:
@@ -161,19 +201,43 @@ class NodeRunnerService:
     def ping(self) -> int:
         return os.getpid()
 
+    def disk_ok(self) -> bool:
+        """This node's disk is there and writable (a node lost with its disk is not)."""
+        probe = self.paths["root"] / f".probe.{os.getpid()}"
+        try:
+            probe.write_text("ok")
+            ok = probe.read_text() == "ok" and self.paths["renders"].is_dir()
+            probe.unlink()
+            return ok
+        except OSError:
+            return False
+
     def progress(self) -> dict:
         """Finished trajectories per the progress logs on this node's disk."""
         n = sum(len(read_progress(pl.parent))
                 for pl in self.paths["renders"].glob("*/*/*/progress.log"))
         return {"node": self.node, "finished": n, "units": self.units_done}
 
-    def _start_uploader(self) -> None:
-        from .lifetimes import spawn_group
-
-        argv = [sys.executable, "-m", "stages.cluster.uploader", "--params", str(self.params),
+    def _upload_argv(self) -> list[str]:
+        return [sys.executable, "-m", "stages.cluster.uploader", "--params", str(self.params),
                 "--renders", str(self.paths["renders"]), "--snapshots",
                 str(self.paths["snapshots"]), "--node", self.node]
-        self.uploader = spawn_group(argv, dict(os.environ), self.paths["root"] / "uploader.log")
+
+    def deliver_command(self) -> str:
+        """The command that delivers what this node still holds (from this node)."""
+        return " ".join([*self._upload_argv(), "--once"])
+
+    def _start_uploader(self) -> None:
+        from .upload_supervisor import Supervisor
+
+        if self.uploader is not None and not self.uploader.gave_up:
+            self.uploader.stop()
+        ucfg = self.cfg.upload
+        self.uploader = Supervisor(
+            self._upload_argv(), dict(os.environ), self.paths["root"] / "uploader.log",
+            self.paths["root"] / "uploader.json", backoff_s=min(1.0, ucfg.backoff_max_s),
+            backoff_max_s=ucfg.backoff_max_s, poison_after=UPLOADER_POISON,
+            note=self.log).start()
 
     def _unit(self, ls: dict, delivered: set) -> Any:
         if self.job.unit_kind != "level":
@@ -207,11 +271,24 @@ class NodeRunnerService:
         alloc = ray.get_actor(ACTOR_NAME, namespace=NAMESPACE)
         ray.get(alloc.join.remote(self.node))
         store = S3Store(self.cfg.upload) if self.job.upload else None
+        # recovery first: the uploader never races it for an interrupted instance's files
+        recover_all(self.paths["renders"], self.log)
         if self.job.upload:
             self._start_uploader()
-        recover_all(self.paths["renders"], self.log)
-        slots = plan_slots(self.cfg.node)
+        units_before, made_before = self.units_done, self.trajectories
+        try:
+            self._lease_loop(ray, alloc, store, plan_slots(self.cfg.node), NodeRunner)
+        finally:
+            # whatever ended the loop, what is finished here is delivered (or listed)
+            report = self._finish_uploads()
+        return {"node": self.node, "units": self.units_done - units_before,
+                "trajectories": self.trajectories - made_before, "starts": self.starts,
+                **report, **self.progress()}
+
+    def _lease_loop(self, ray: Any, alloc: Any, store: Any, slots: list, runner_cls: Any
+                    ) -> None:
         period = max(0.2, self.cfg.cluster.lease_s / 3)
+        renders = self.paths["renders"]
         while True:
             leases = []
             for _ in slots:
@@ -228,38 +305,42 @@ class NodeRunnerService:
             delivered = (delivered_in_store(store, self.cfg.upload.prefix,
                                             [x["level_id"] for x in leases])
                          if store is not None else set())
-            units = [self._unit(ls, delivered) for ls in leases]
+            # what this disk already holds (finished, not delivered yet) is not made again
+            have = delivered | set(finished(renders))
+            units = [self._unit(ls, have) for ls in leases]
             self.log(f"leased {[u.unit_id for u in units]}")
             with _Renewer(alloc, self.node, leases, period):
-                runner = NodeRunner(self.cfg.node, self.node, self.log, slots=slots)
+                runner = runner_cls(self.cfg.node, self.node, self.log, slots=slots)
                 runner.run(units)
             for ls, unit in zip(leases, units, strict=True):
-                # trajectories this unit made here (the stand-in: its progress lines; a level
-                # unit: the trajectories its renders cover)
-                n = len(getattr(unit, "finished", None) or getattr(unit, "wanted", []))
+                n = made_here(unit, renders, have)
                 ray.get(alloc.complete.remote(ls["lease_id"], self.node, n))
                 self.trajectories += n
             self.units_done += len(leases)
-        self._finish_uploads()
-        return {"node": self.node, "units": self.units_done, "trajectories": self.trajectories,
-                **self.progress()}
 
-    def _finish_uploads(self, timeout_s: float = 600.0) -> None:
-        """Wait until the uploader delivered everything finished here, then stop it."""
-        from .uploader import eligible
-
+    def _finish_uploads(self, timeout_s: float = 600.0) -> dict:
+        """Wait until the uploader delivered everything finished here (or gave up), then stop
+        it. Never raises: what is still local is returned, with why and the command that
+        delivers it."""
         if self.uploader is None:
-            return
+            return {}
+        renders = self.paths["renders"]
         deadline = time.monotonic() + timeout_s
-        while (time.monotonic() < deadline and self.uploader.poll() is None
-               and eligible(self.paths["renders"], 0.0)):
+        while (time.monotonic() < deadline and not self.uploader.gave_up
+               and eligible(renders, 0.0)):
             time.sleep(0.2)
-        if self.uploader.poll() is None:
-            os.killpg(self.uploader.pid, signal.SIGTERM)
-            self.uploader.wait(timeout=30)
-        elif self.uploader.returncode:
-            raise RuntimeError(f"node {self.node}: uploader exited {self.uploader.returncode}: "
-                               f"see {self.paths['root'] / 'uploader.log'}")
+        self.uploader.stop()
+        st = self.uploader.state()
+        left = [d.relative_to(renders).as_posix() for d, _ in eligible(renders, 0.0)]
+        out: dict[str, Any] = {"uploader": st}
+        if left:
+            why = (f"uploader {st['status']}: {st['error']}" if self.uploader.gave_up
+                   else f"not delivered within {timeout_s:.0f} s (see "
+                   f"{self.paths['root'] / 'uploader.log'})")
+            out.update(undelivered=left, why=why, deliver_with=self.deliver_command())
+            self.log(f"{len(left)} finished trajectories still local: {why}; deliver with: "
+                     f"{self.deliver_command()}")
+        return out
 
 
 class MonitorService:
@@ -308,6 +389,47 @@ def wmforge_nodes() -> dict[str, str]:
     return out
 
 
+def _node_alive(nid: str) -> bool:
+    import ray
+
+    return any(n["NodeID"] == nid and n.get("Alive") for n in ray.nodes())
+
+
+def classify_death(actor: Any, nid: str, wait_s: float = 60.0) -> str:
+    """Why a runner actor's call failed: ``process`` (its worker process died; Ray restarted
+    it on the node, whose raylet is alive and whose disk the new process reads), ``node`` (the
+    raylet is gone, or the disk with it), or ``runner`` (the node lives but the runner will
+    not come back: its restarts are used up)."""
+    import ray
+
+    deadline = time.monotonic() + wait_s
+    dead_since: float | None = None
+    while time.monotonic() < deadline:
+        if not _node_alive(nid):
+            return "node"
+        try:
+            ray.get(actor.ping.remote(), timeout=5)
+            return "process" if ray.get(actor.disk_ok.remote(), timeout=30) else "node"
+        except ray.exceptions.GetTimeoutError:
+            continue  # restarting
+        except ray.exceptions.ActorUnschedulableError:
+            return "node"  # pinned to a node that is gone
+        except ray.exceptions.ActorDiedError:
+            # dead for good: because its node died (Ray may not know yet) or restarts ran out
+            dead_since = time.monotonic() if dead_since is None else dead_since
+            if time.monotonic() - dead_since > 20.0:
+                return "runner"
+            time.sleep(0.5)
+        except ray.exceptions.RayActorError:
+            time.sleep(0.5)  # unavailable while it restarts
+        except ray.exceptions.RayError:
+            dead_since = time.monotonic() if dead_since is None else dead_since
+            if time.monotonic() - dead_since > 20.0:
+                return "runner"
+            time.sleep(0.5)
+    return "node" if not _node_alive(nid) else "runner"
+
+
 def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] = print
                 ) -> dict:
     """Drive one run over every wmforge node of the connected Ray cluster; the summary."""
@@ -320,10 +442,15 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     # on the head node: removing a worker node must not take the allocator with it
     head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive")
                  and "node:__internal_head__" in n.get("Resources", {})), None)
+    up = cfg.upload
+    identity = run_identity(pools_rows, cfg.cluster.passes, cfg.seed,
+                            cfg.cluster.allocator_state,
+                            f"{up.endpoint_url or 'aws'}/{up.bucket}/{up.prefix.strip('/')}")
     alloc = get_allocator(cfg.cluster.allocator_state, pools_rows, cfg.cluster.passes,
                           cfg.seed, cfg.cluster.lease_s, cfg.cluster.allocator_http_port,
-                          node_id=head)
+                          node_id=head, identity=identity)
     ray.get(alloc.ping.remote())
+    before = ray.get(alloc.state.remote())
     nodes = wmforge_nodes()
     for name in nodes:  # a run after `cluster down` (which drained every node) resumes
         ray.get(alloc.undrain.remote(name, ("cluster_down",)))
@@ -338,7 +465,8 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     for name, nid in sorted(nodes.items()):
         pin = NodeAffinitySchedulingStrategy(nid, soft=False)
         actor = Actor.options(name=f"{RUNNER_PREFIX}{name}", namespace=NAMESPACE, num_cpus=0,
-                              max_restarts=0, scheduling_strategy=pin).remote(name, job)
+                              max_restarts=RUNNER_RESTARTS,
+                              scheduling_strategy=pin).remote(name, job)
         refs[actor.run.remote()] = name
         actors.append(actor)
         if job.monitor:
@@ -348,43 +476,77 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
             mon.loop.remote()
             monitors.append(mon)
     results: dict[str, dict] = {}
+    crashes: dict[str, int] = {}
+    made: dict[str, dict] = {}  # node → units / trajectories over all of its runs
     by_name = dict(zip(sorted(nodes), actors, strict=True))
+
+    def gone(name: str, why: str, label: str) -> None:
+        moved = ray.get(alloc.leave.remote(name))
+        lost: list[str] = []
+        if job.upload:
+            lost = finished_not_delivered(node_paths(job.work_root, name)["renders"],
+                                          S3Store(cfg.upload), cfg.upload.prefix)
+        ray.get(alloc.report_lost.remote(name, len(lost)))
+        # units it completed before its uploads were delivered go back (a re-run makes
+        # only what the store lacks); nodes that already stopped take them up again
+        reopened = ray.get(alloc.reopen.remote(
+            sorted(set(moved) | {"/".join(p.split("/")[:2]) for p in lost})))
+        results[name] = {"node": name, label: why, "lost": lost, "levels_moved": moved,
+                         "units_reopened": reopened, "crashes": crashes.get(name, 0)}
+        log(f"cluster: node {name} {label} ({why}); {len(moved)} levels moved to the "
+            f"others; {len(lost)} finished trajectories not delivered, made again "
+            f"elsewhere; {len(reopened)} completed units reopened")
+
     while refs:
         ready, _ = ray.wait(list(refs), num_returns=1)
         name = refs.pop(ready[0])
         try:
-            results[name] = ray.get(ready[0])
-            log(f"cluster: node {name} finished: {results[name]}")
-        except ray.exceptions.RayTaskError as exc:  # a bug or a bad setting: stop everything
-            for a in [*actors, *monitors]:
-                ray.kill(a, no_restart=True)
-            raise RuntimeError(f"node {name}: its runner failed: {exc}") from None
+            res = ray.get(ready[0])
+            results[name] = {**res, "crashes": crashes.get(name, 0)}
+            acc = made.setdefault(name, {"units": 0, "trajectories": 0})
+            acc["units"] += int(res.get("units", 0))
+            acc["trajectories"] += int(res.get("trajectories", 0))
+            log(f"cluster: node {name} finished: {res}")
+        except ray.exceptions.RayTaskError as exc:
+            # a bug or a bad setting on that node: it leaves the run (its levels move), the
+            # other nodes go on and deliver; the run reports it
+            gone(name, str(exc).strip().splitlines()[-1][:300], "failed")
         except (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError,
-                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
-            moved = ray.get(alloc.leave.remote(name))
-            lost: list[str] = []
-            if job.upload:
-                lost = finished_not_delivered(node_paths(job.work_root, name)["renders"],
-                                              S3Store(cfg.upload), cfg.upload.prefix)
-            ray.get(alloc.report_lost.remote(name, len(lost)))
-            # units it completed before its uploads were delivered go back (a re-run makes
-            # only what the store lacks); nodes that already stopped take them up again
-            reopened = ray.get(alloc.reopen.remote(
-                sorted(set(moved) | {"/".join(p.split("/")[:2]) for p in lost})))
-            results[name] = {"node": name, "died": type(exc).__name__, "lost": lost,
-                             "levels_moved": moved, "units_reopened": reopened}
-            log(f"cluster: node {name} died ({type(exc).__name__}); {len(moved)} levels moved "
-                f"to the others; {len(lost)} finished trajectories lost with its disk, made "
-                f"again elsewhere; {len(reopened)} completed units reopened")
-            if not ray.get(alloc.state.remote())["finished"]:
-                running = set(refs.values())
-                for other, actor in by_name.items():
-                    if other not in running and "died" not in results.get(other, {"died": 1}):
-                        log(f"cluster: node {other} runs again for the reopened work")
-                        refs[actor.run.remote()] = other
+                ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.ActorUnschedulableError) as exc:
+            # ActorUnschedulableError: restarted, but pinned to a node that is gone
+            kind = classify_death(by_name[name], nodes[name])
+            if kind == "process":
+                crashes[name] = crashes.get(name, 0) + 1
+                back = ray.get(alloc.release.remote(name))
+                log(f"cluster: node {name}: its runner process died ({type(exc).__name__}); "
+                    f"the node is alive: runner restarted ({crashes[name]}), {len(back)} "
+                    "lease(s) let go and taken again")
+                refs[by_name[name].run.remote()] = name
+                continue
+            gone(name, type(exc).__name__ if kind == "node" else
+                 f"runner process died {crashes.get(name, 0) + 1} times", "died")
+        if not ray.get(alloc.state.remote())["finished"]:
+            running = set(refs.values())
+            for other, actor in by_name.items():
+                r = results.get(other, {})
+                if other not in running and r and not ({"died", "failed"} & set(r)):
+                    log(f"cluster: node {other} runs again for the reopened work")
+                    refs[actor.run.remote()] = other
     for mon in monitors:
         with contextlib.suppress(Exception):  # a monitor of a dead node is gone with it
             ray.get(mon.stop.remote(), timeout=10)
             ray.kill(mon)
+    for actor in actors:  # each delivered (or listed) what it held: their names are free again
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
     state = ray.get(alloc.state.remote())
-    return {"nodes": results, "allocator": state}
+    undelivered = {n: {"trajectories": r["undelivered"], "why": r.get("why", ""),
+                       "deliver_with": r.get("deliver_with", "")}
+                   for n, r in results.items() if r.get("undelivered")}
+    this_run = {"units": sum(m["units"] for m in made.values()),
+                "trajectories": sum(m["trajectories"] for m in made.values()),
+                "units_done_before": len(before.get("done", [])),
+                "finished_before": bool(before.get("finished"))}
+    return {"nodes": results, "allocator": state, "undelivered": undelivered,
+            "this_run": this_run}

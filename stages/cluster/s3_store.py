@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,15 +25,20 @@ AUTH_CODES = {"SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "40
               "InvalidToken", "ExpiredToken"}
 
 
-class StoreUnreachable(RuntimeError):
+class StoreError(RuntimeError):
+    """An S3 request failed: one line naming the endpoint, the operation, the bucket and the
+    key (never the secret). The subclasses are what a caller handles on its own."""
+
+
+class StoreUnreachable(StoreError):
     """The store did not answer (connection refused, timeout, 5xx): back off, keep local."""
 
 
-class StoreAuthError(RuntimeError):
+class StoreAuthError(StoreError):
     """The store refused our credentials: names the endpoint and key id, never the secret."""
 
 
-class StoreConflict(RuntimeError):
+class StoreConflict(StoreError):
     """An object already exists under the key with other bytes: never overwritten."""
 
 
@@ -66,6 +72,16 @@ def _code(exc: Exception) -> str:
     return str((resp.get("Error") or {}).get("Code", ""))
 
 
+def _message(exc: Exception) -> str:
+    resp = getattr(exc, "response", None) or {}
+    return str((resp.get("Error") or {}).get("Message", "")) or str(exc)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit] + "…"
+
+
 def _status(exc: Exception) -> int:
     resp = getattr(exc, "response", None) or {}
     return int((resp.get("ResponseMetadata") or {}).get("HTTPStatusCode", 0) or 0)
@@ -90,26 +106,38 @@ class S3Store:
 
     # -------------------------------------------------------------- errors
 
-    def _raise(self, exc: Exception, what: str) -> None:
-        """Turn a botocore error into ours (unreachable / auth); re-raise anything else."""
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    def _where(self, op: str, key: str = "") -> str:
+        return f"S3 at {self.endpoint}: {op} s3://{self.cfg.bucket}/{key}"
 
+    def _raise(self, exc: Exception, op: str, key: str = "") -> None:
+        """Turn any error of a request into ours, one line: unreachable (back off), auth
+        (stop), anything else a :class:`StoreError` naming endpoint, operation, bucket, key."""
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            HTTPClientError,
+            NoCredentialsError,
+        )
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
+        where = self._where(op, key)
         if isinstance(exc, NoCredentialsError):
-            raise StoreAuthError(f"S3 at {self.endpoint}: no credentials in the AWS chain "
+            raise StoreAuthError(f"{where}: no credentials in the AWS chain "
                                  "(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, ~/.aws)") from None
         if isinstance(exc, ClientError):
             code, status = _code(exc), _status(exc)
             if code in AUTH_CODES or status == 403:
                 raise StoreAuthError(
-                    f"S3 at {self.endpoint} refused access key id {self.key_id} ({code or status}"
-                    f") on {what}: check the secret key configured for this key id") from None
+                    f"{where}: refused access key id {self.key_id} ({code or status}): check "
+                    "the secret key configured for this key id") from None
             if status >= 500:
-                raise StoreUnreachable(f"S3 at {self.endpoint}: {what}: HTTP {status} "
-                                       f"{code}") from None
-            raise exc
-        if isinstance(exc, BotoCoreError):
-            raise StoreUnreachable(f"S3 at {self.endpoint}: {what}: "
-                                   f"{type(exc).__name__}") from None
+                raise StoreUnreachable(f"{where}: HTTP {status} {code}") from None
+            raise StoreError(f"{where}: HTTP {status} {code or 'error'}: "
+                             f"{_one_line(_message(exc))}") from None
+        if isinstance(exc, (BotoConnectionError, HTTPClientError)):
+            raise StoreUnreachable(f"{where}: {type(exc).__name__}") from None
+        if isinstance(exc, BotoCoreError):  # refused before sending (a bad parameter)
+            raise StoreError(f"{where}: {type(exc).__name__}: {_one_line(str(exc))}") from None
         raise exc
 
     def ensure_bucket(self) -> None:
@@ -121,9 +149,9 @@ class S3Store:
                     self.client.create_bucket(Bucket=self.cfg.bucket)
                 except Exception as exc2:  # noqa: BLE001
                     if _code(exc2) not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                        self._raise(exc2, f"create_bucket {self.cfg.bucket}")
+                        self._raise(exc2, "create_bucket")
                 return
-            self._raise(exc, f"head_bucket {self.cfg.bucket}")
+            self._raise(exc, "head_bucket")
 
     # -------------------------------------------------------------- objects
 
@@ -134,7 +162,7 @@ class S3Store:
         except Exception as exc:  # noqa: BLE001
             if _status(exc) == 404 or _code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return None
-            self._raise(exc, f"head_object {key}")
+            self._raise(exc, "head_object", key)
         return None
 
     def matches(self, key: str, want: Digest) -> bool | None:
@@ -157,7 +185,7 @@ class S3Store:
         except Exception as exc:  # noqa: BLE001
             if _status(exc) == 412 or _code(exc) == "PreconditionFailed":
                 return False  # someone (an earlier run of ours) wrote it: the caller verifies
-            self._raise(exc, f"put {key}")
+            self._raise(exc, "put_object", key)
         return False
 
     def _put_multipart(self, path: Path, key: str, want: Digest) -> bool:
@@ -211,7 +239,7 @@ class S3Store:
             wrote = True
         except Exception as exc:  # noqa: BLE001
             if not (_status(exc) == 412 or _code(exc) == "PreconditionFailed"):
-                self._raise(exc, f"put {key}")
+                self._raise(exc, "put_object", key)
             wrote = False
         h = self.head(key)
         if h is None or int(h["ContentLength"]) != len(data) or h.get("ChecksumSHA256") != dg:
@@ -228,12 +256,45 @@ class S3Store:
         except Exception as exc:  # noqa: BLE001
             if _code(exc) == "NoSuchBucket":
                 return []
-            self._raise(exc, f"list {prefix}")
+            self._raise(exc, "list_objects_v2", prefix)
         return out
 
     def get_bytes(self, key: str) -> bytes:
         try:
             return self.client.get_object(Bucket=self.cfg.bucket, Key=key)["Body"].read()
         except Exception as exc:  # noqa: BLE001
-            self._raise(exc, f"get {key}")
+            self._raise(exc, "get_object", key)
         return b""
+
+    def get_json(self, key: str) -> dict | None:
+        """A small JSON object (a delivery record), or None when there is none."""
+        try:
+            body = self.client.get_object(Bucket=self.cfg.bucket, Key=key)["Body"].read()
+        except Exception as exc:  # noqa: BLE001
+            if _status(exc) == 404 or _code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            self._raise(exc, "get_object", key)
+            return None
+        try:
+            return dict(json.loads(body))
+        except ValueError:
+            raise StoreError(f"{self._where('get_object', key)}: not a JSON record") from None
+
+    def create(self, data: bytes, key: str) -> bool:
+        """Write a small object only if the key is free (``If-None-Match: *``); True when this
+        call wrote it, False when another writer had (HTTP 412). Never overwrites."""
+        dg = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        try:
+            self.client.put_object(Bucket=self.cfg.bucket, Key=key, Body=data,
+                                   ChecksumSHA256=dg, IfNoneMatch="*")
+        except Exception as exc:  # noqa: BLE001
+            if _status(exc) == 412 or _code(exc) == "PreconditionFailed":
+                return False
+            self._raise(exc, "put_object", key)
+        return True
+
+    def delete(self, key: str) -> None:
+        try:
+            self.client.delete_object(Bucket=self.cfg.bucket, Key=key)
+        except Exception as exc:  # noqa: BLE001
+            self._raise(exc, "delete_object", key)

@@ -98,6 +98,33 @@ def validate_node(nd: NodeConfig) -> None:
         raise ValueError(f"node.display {nd.display!r}: expected auto, plain or off")
 
 
+# S3's general-purpose bucket naming rules (AWS "Bucket naming rules"): reserved prefixes and
+# suffixes that S3 refuses or keeps for its own access points and directory buckets
+_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+
+
+def bucket_name_problem(name: str) -> str:
+    """What makes ``name`` an invalid S3 bucket name by S3's full rules ("" when valid)."""
+    if not 3 <= len(name) <= 63:
+        return f"{len(name)} characters (3 to 63 allowed)"
+    if not re.fullmatch(r"[a-z0-9.-]+", name):
+        return "only lowercase letters, digits, dots and hyphens are allowed"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "must begin and end with a letter or digit"
+    if ".." in name:
+        return "two adjacent dots"
+    if re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", name):
+        return "formatted as an IP address"
+    for p in _BUCKET_PREFIXES:
+        if name.startswith(p):
+            return f"the prefix {p!r} is reserved"
+    for sfx in _BUCKET_SUFFIXES:
+        if name.endswith(sfx):
+            return f"the suffix {sfx!r} is reserved"
+    return ""
+
+
 def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig) -> None:
     """Raise ValueError naming the ``upload.*`` / ``monitor.*`` key that is out of range."""
     if up.part_mb < 5 or up.multipart_mb < up.part_mb:
@@ -106,9 +133,9 @@ def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig) -> None:
     if up.quiet_s < 0 or up.poll_s <= 0 or up.backoff_max_s < up.poll_s:
         raise ValueError("upload.quiet_s >= 0, upload.poll_s > 0 and upload.backoff_max_s >= "
                          "upload.poll_s expected")
-    if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", up.bucket):
-        raise ValueError(f"upload.bucket {up.bucket!r}: expected an S3 bucket name (3-63 "
-                         "lowercase letters, digits, dots and hyphens)")
+    problem = bucket_name_problem(up.bucket)
+    if problem:
+        raise ValueError(f"upload.bucket {up.bucket!r}: not an S3 bucket name: {problem}")
     if not mon.warn_free_mb >= mon.drain_free_mb >= mon.prune_free_mb >= 0:
         raise ValueError(f"monitor thresholds: expected warn_free_mb ({mon.warn_free_mb}) >= "
                          f"drain_free_mb ({mon.drain_free_mb}) >= prune_free_mb "

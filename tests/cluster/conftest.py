@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,8 +17,10 @@ from stages.config import UploadConfig
 from stages.core.progress import COMPLETE, append_progress
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def s3server(tmp_path_factory):
+    """One server for the whole session (its start and stop cost ~8 s; buckets are per test).
+    A test that stops it starts it again on the same ports and data folder."""
     srv = SeaweedServer(tmp_path_factory.mktemp("seaweed"), "WMFORGETESTKEY",
                         "sk-" + secrets.token_hex(12))
     srv.start()
@@ -69,3 +73,39 @@ def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
     env.update(extra)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return env
+
+
+@pytest.fixture
+def ray_cluster(s3server):
+    """A real multi-node Ray cluster on 127.0.0.1: a head with no work and three worker nodes
+    (n1..n3) with fake GPUs and the wmforge node resource; always shut down."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    from stages.cluster.ray_executor import node_resource
+    from tests.fakes.engine_standin import CHECKOUT
+
+    tmp = tempfile.mkdtemp(prefix="cluster-ray-", dir="/tmp")  # AF_UNIX paths: keep it short
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in s3server.env().items():  # the AWS chain every node's processes inherit
+            mp.setenv(k, v)
+        mp.setenv("RAY_AUTH_MODE", "disabled")  # loopback only; writes no token to ~/.ray
+        mp.setenv("RAY_TMPDIR", tmp)  # Ray's session files and address file stay in here
+        # every worker imports the stand-in renderer (tests/fakes/) by its path: this checkout
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHECKOUT),
+                                                              os.environ.get("PYTHONPATH")])))
+        cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": False,
+            "_system_config": {"health_check_period_ms": 500,
+                               "health_check_failure_threshold": 4,
+                               "health_check_initial_delay_ms": 0}})
+        nodes = {n: cluster.add_node(num_cpus=1, num_gpus=2, resources={node_resource(n): 1})
+                 for n in ("n1", "n2", "n3")}
+        try:
+            ray.init(address=cluster.address, namespace="wmforge-test", log_to_driver=False)
+            cluster.wait_for_nodes()
+            yield cluster, nodes
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+            shutil.rmtree(tmp, ignore_errors=True)

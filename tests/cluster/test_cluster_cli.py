@@ -5,6 +5,7 @@ three levels over three Ray nodes at a tiny preset, videos to SeaweedFS), `statu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -145,3 +146,95 @@ def test_up_refuses_an_unreachable_head_and_an_unknown_engine_user(tmp_path):
                         "upload.bucket=Not_A_Bucket", "status"], env=env, text=True,
                        capture_output=True, timeout=60)
     assert r.returncode == 2 and "upload.bucket 'Not_A_Bucket'" in r.stderr
+
+
+def _env_has(pid: str, needle: bytes) -> bool:
+    try:
+        return needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+@pytest.mark.cluster_faults
+def test_down_leaves_no_process_of_the_session_behind(tmp_path):
+    """`up --head --local-nodes 1`, then `down`: every process of that Ray session is gone
+    right after, the agents that retitle themselves (ray::DashboardAgent, RuntimeEnvAgent)
+    too. They are found by the RAY_TMPDIR this test alone gives them (kept in their
+    environment, whatever their title)."""
+    from tests.fakes.engine_standin import CHECKOUT
+
+    raytmp = tempfile.mkdtemp(prefix="cl-down-", dir="/tmp")  # short AF_UNIX paths
+    env = subprocess_env({"RAY_TMPDIR": raytmp, "RAY_AUTH_MODE": "disabled"})
+    mine = f"RAY_TMPDIR={raytmp}".encode()
+    params = ["--params", str(CHECKOUT / "params.yaml"), "-S",
+              f"cluster.head_port={_free_port()}", "-S",
+              f"cluster.allocator_state={tmp_path}/alloc/state.json"]
+
+    def wm(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "stages.cli", "cluster", *params, *args],
+                              env=env, cwd=tmp_path, text=True, capture_output=True,
+                              timeout=180)
+
+    before: list[str] = []
+    started: dict[str, str] = {}
+    try:
+        up = wm("up", "--head", "--local-nodes", "1")
+        assert up.returncode == 0, up.stderr
+        # the session: processes with this test's RAY_TMPDIR and everything below them (a
+        # retitled agent's title overwrites what /proc shows of its environment)
+        before = _below([d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+                         and _env_has(d.name, mine)])
+        started = {p: _started(p) for p in before}  # a reused pid is not a survivor
+        titles = {Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in before
+                  if Path(f"/proc/{p}/cmdline").exists()}
+        assert any(b"Agent" in t for t in titles), titles  # the retitled agents run
+        down = wm("down", "--timeout", "5")
+        assert down.returncode == 0, down.stdout + down.stderr
+        alive = [p for p in before if Path(f"/proc/{p}").exists() and _started(p) ==
+                 started[p] and _state(p) not in ("Z", "X", "")]
+        assert not alive, [Path(f"/proc/{p}/cmdline").read_bytes()[:60] for p in alive]
+        assert "none left" in down.stdout
+    finally:
+        # what down left (orphans included: known by pid and start time from before)
+        left = _below([d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+                       and _env_has(d.name, mine)])
+        left += [p for p in before if started.get(p) and _started(p) == started[p]]
+        for p in set(left):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(p), signal.SIGKILL)
+        shutil.rmtree(raytmp, ignore_errors=True)
+
+
+def _stat(pid: str) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return []
+    return raw[raw.rindex(")") + 2:].split()
+
+
+def _state(pid: str) -> str:
+    st = _stat(pid)
+    return st[0] if st else ""
+
+
+def _started(pid: str) -> str:
+    st = _stat(pid)
+    return st[19] if len(st) > 19 else ""
+
+
+def _below(pids: list[str]) -> list[str]:
+    """``pids`` and all their descendants (by parent pid)."""
+    kids: dict[str, list[str]] = {}
+    for d in Path("/proc").iterdir():
+        st = _stat(d.name) if d.name.isdigit() else []
+        if st:
+            kids.setdefault(st[1], []).append(d.name)
+    out: list[str] = []
+    todo = list(pids)
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.append(p)
+            todo += kids.get(p, [])
+    return out

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
-import shutil
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -17,48 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from stages.cluster.ray_executor import NodeJob, node_paths, node_resource, run_cluster
-from stages.cluster.uploader import COMPLETION, TOMBSTONE
+from stages.cluster.ray_executor import NodeJob, node_paths, run_cluster
+from stages.cluster.uploader import COMPLETION, TOMBSTONE, Uploader
 from stages.config import load_params
 from stages.pools import build_pools
-from tests.fakes.engine_standin import CHECKOUT, STANDIN
+from tests.fakes.engine_standin import STANDIN
 
 from .conftest import upload_cfg
 
 LEVELS = [f"Pack{i}/Level{i}" for i in range(6)]
 NODES = ["n1", "n2", "n3"]
 PER_LEVEL = 3
-
-
-@pytest.fixture
-def ray_cluster(s3server):
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
-
-    tmp = tempfile.mkdtemp(prefix="cluster-ray-", dir="/tmp")  # AF_UNIX paths: keep it short
-    with pytest.MonkeyPatch.context() as mp:
-        for k, v in s3server.env().items():  # the AWS chain every node's processes inherit
-            mp.setenv(k, v)
-        mp.setenv("RAY_AUTH_MODE", "disabled")  # loopback only; writes no token to ~/.ray
-        mp.setenv("RAY_TMPDIR", tmp)  # Ray's session files and address file stay in here
-        # every worker imports the stand-in renderer (tests/fakes/) by its path: this checkout
-        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHECKOUT),
-                                                              os.environ.get("PYTHONPATH")])))
-        cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 1, "include_dashboard": False,
-            "_system_config": {"health_check_period_ms": 500,
-                               "health_check_failure_threshold": 4,
-                               "health_check_initial_delay_ms": 0}})
-        nodes = {n: cluster.add_node(num_cpus=1, num_gpus=2, resources={node_resource(n): 1})
-                 for n in NODES}
-        try:
-            ray.init(address=cluster.address, namespace="wmforge-test", log_to_driver=False)
-            cluster.wait_for_nodes()
-            yield cluster, nodes
-        finally:
-            ray.shutdown()
-            cluster.shutdown()
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _job(tmp: Path, s3server, bucket: str, **up) -> NodeJob:
@@ -153,3 +119,17 @@ def test_three_nodes_deliver_every_trajectory_once_a_removed_node_loses_only_its
         left = [p for p in node_paths(job.work_root, n)["renders"].glob("*/*/*/traj_*/*")
                 if p.name != TOMBSTONE]
         assert not left, left[:3]
+    # n1's disk is found again (the next `cluster run` starts its uploader): what it lost was
+    # made and delivered elsewhere meanwhile, so nothing of it is uploaded a second time
+    n1_renders = node_paths(job.work_root, "n1")["renders"]
+    before = {o["Key"] for o in s3server.client().list_objects_v2(
+        Bucket="cluster-b", MaxKeys=10_000).get("Contents", [])}
+    up = Uploader(job.cfg.upload, n1_renders, "n1", log=lambda m: None)
+    up.scan_once()
+    assert up.stats.duplicates == len(lost) and up.stats.files_written == 0
+    after = {o["Key"] for o in s3server.client().list_objects_v2(
+        Bucket="cluster-b", MaxKeys=10_000).get("Contents", [])}
+    assert after == before
+    assert len(_completions(s3server, "cluster-b")) == len(want)  # still one per trajectory
+    left = [p for p in n1_renders.glob("*/*/*/traj_*/*") if p.name != TOMBSTONE]
+    assert not left, left[:3]  # deleted, each after the winner's objects were checked

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stages.cluster.s3_store import S3Store
-from stages.cluster.uploader import COMPLETION, TOMBSTONE, Uploader
+from stages.cluster.uploader import COMPLETION, DELIVERED, TOMBSTONE, Uploader
 
 from .conftest import finished_instance, overrides, subprocess_env, upload_cfg
 
@@ -34,9 +35,13 @@ def _local(inst: Path) -> dict[str, str]:
 
 
 def _stored(client, bucket: str, prefix: str = "renders/") -> dict[str, str]:
+    """key → sha256 of every object under ``prefix`` but the delivery records (one per
+    trajectory under <scene>/<level>/_delivered/, test_delivery checks them)."""
     out = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for o in page.get("Contents", []):
+            if f"/{DELIVERED}/" in o["Key"]:
+                continue
             body = client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
             out[o["Key"][len(prefix):]] = _sha(body)
     return out
@@ -237,3 +242,38 @@ def test_without_verification_nothing_local_is_deleted_and_nothing_is_sent_twice
     assert {k: v for k, v in stored.items() if not k.endswith(COMPLETION)} == want
     assert (inst / "traj_000" / "back.mp4").stat().st_size == 5000  # kept
     assert (inst / "traj_000" / UNVERIFIED).exists() and up.stats.files_written == 1
+
+
+@pytest.mark.cluster_faults
+def test_after_a_long_outage_delivery_resumes_when_the_store_is_back_not_after_the_backoff(
+        s3server, s3env, tmp_path):
+    ucfg = upload_cfg(s3server, "resume-b", backoff_max_s=60.0)
+    root = tmp_path / "renders"
+    S3Store(ucfg).ensure_bucket()
+    s3server.stop(timeout_s=2)  # down before anything is finished
+    inst = finished_instance(root, "n1-R", {"traj_000": {"back.mp4": 2 * MB}})
+    want = _local(inst)
+    p = _uploader_proc(tmp_path, root, ucfg, s3env)
+    try:
+        # long enough for the back-off to double up to a step of 6 s or more
+        deadline = time.time() + 60
+
+        def step() -> int:
+            return max(map(int, re.findall(r"retrying in (\d+) s", p.log_path.read_text())),
+                       default=0)
+
+        while time.time() < deadline and step() < 6:
+            time.sleep(0.2)
+        assert step() >= 6, p.log_path.read_text()
+        s3server.start()
+        back = time.time()
+        tomb = inst / "traj_000" / TOMBSTONE
+        while time.time() - back < 60 and not tomb.exists():
+            time.sleep(0.1)
+        took = time.time() - back
+    finally:
+        _stop(p)
+    assert tomb.exists(), p.log_path.read_text()
+    assert took < 5.0, f"delivered {took:.1f} s after the store was back"
+    stored = _stored(s3server.client(), "resume-b")
+    assert {k: v for k, v in stored.items() if not k.endswith(COMPLETION)} == want

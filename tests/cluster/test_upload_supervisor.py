@@ -1,0 +1,66 @@
+"""The uploader's supervisor with real processes: a process killed with SIGKILL is started
+again, a crash it cannot get past is given up on (poisoned), a fatal exit is not retried."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+from stages.cluster.lifetimes import pid_alive
+from stages.cluster.upload_supervisor import Supervisor
+
+
+def _wait(cond, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_killed_process_is_started_again_and_its_state_is_on_disk(tmp_path):
+    argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
+    sup = Supervisor(argv, dict(os.environ), tmp_path / "up.log", tmp_path / "uploader.json",
+                     backoff_s=0.1, backoff_max_s=0.5, poison_after=3).start()
+    try:
+        first = sup.proc.pid
+        os.killpg(first, signal.SIGKILL)
+        assert _wait(lambda: sup.proc.pid != first and sup.alive()), sup.state()
+        st = json.loads((tmp_path / "uploader.json").read_text())
+        assert st["status"] == "running" and st["restarts"] == 1 and st["pid"] == sup.proc.pid
+        assert st["last_exit"] == -signal.SIGKILL and not pid_alive(first)
+    finally:
+        sup.stop(timeout_s=5)
+    assert not sup.alive() and json.loads((tmp_path / "uploader.json").read_text())[
+        "status"] == "stopped"
+
+
+def test_a_crash_it_cannot_get_past_is_poisoned_and_a_fatal_exit_is_not_retried(tmp_path):
+    crash = [sys.executable, "-c", "import os; print('boom: cannot read x', flush=True); "
+             "os.kill(os.getpid(), 9)"]
+    sup = Supervisor(crash, dict(os.environ), tmp_path / "c.log", tmp_path / "c.json",
+                     backoff_s=0.05, backoff_max_s=0.2, poison_after=3).start()
+    try:
+        assert _wait(lambda: sup.gave_up), sup.state()
+        st = json.loads((tmp_path / "c.json").read_text())
+        assert st["status"] == "poisoned" and st["restarts"] == 2, st
+        assert "3 crashes in a row (signal 9): boom: cannot read x" in st["error"]
+        time.sleep(0.5)
+        assert sup.restarts == 2  # never started again
+    finally:
+        sup.stop(timeout_s=5)
+    auth = [sys.executable, "-c", "import sys; print('upload: error: refused key id K'); "
+            "sys.exit(3)"]
+    sup2 = Supervisor(auth, dict(os.environ), tmp_path / "a.log", tmp_path / "a.json",
+                      backoff_s=0.05, poison_after=3).start()
+    try:
+        assert _wait(lambda: sup2.gave_up)
+        st = json.loads((tmp_path / "a.json").read_text())
+        assert st["status"] == "failed" and st["restarts"] == 0
+        assert st["error"] == "credentials refused: upload: error: refused key id K"
+    finally:
+        sup2.stop(timeout_s=5)
