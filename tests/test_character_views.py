@@ -236,7 +236,8 @@ def test_characters_are_found_without_sidecars(tmp_path):
     assert abs(h["visual_height_m"] - 1.7) < 1e-3
     assert h["capsule_radius_m"] < 0.25  # from the 0.3 m depth, not the 0.9 m arm span
     hg = json.loads(h["guesses"])
-    assert any("'Wave' not mapped" in g for g in hg) and any("over Run" in g for g in hg)
+    assert any("'Wave' not mapped" in g for g in hg)
+    assert any("'Walk_Forward'" in g and "runner-up 'Run'" in g for g in hg)
     # a sidecar key wins over the guess and the rest stays inferred
     (hero / "character.json").write_text('{"model": "Hero.glb", "yaw_correction_deg": -90}')
     h2 = run_inventory(lib, load_params().inventory, "overrides.yaml").characters.set_index(
