@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, WmforgeConfig, load_params
+from ..engine.process_tree import process_tree
 
 # `run --standin`: the units come from the stand-in renderer of the tests, named by its import
 # path and imported by the Ray workers, never here (so only from a checkout: run from its root)
@@ -320,27 +321,11 @@ SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray 
 
 
 def _with_descendants(pids: list[int]) -> list[int]:
-    """``pids`` and every process below them. Ray's agents retitle themselves and their
-    title overwrites the memory /proc shows as their command line *and* environment, so they
-    are found as children of their raylet (collected before anything is stopped)."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            raw = (d / "stat").read_text()
-            ppid = int(raw[raw.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d.name))
-    out, todo = set(), list(pids)
-    while todo:
-        p = todo.pop()
-        if p in out or p == os.getpid():
-            continue
-        out.add(p)
-        todo += children.get(p, [])
-    return sorted(out)
+    """``pids`` and every process below them (this process left out). Ray's agents retitle
+    themselves and their title overwrites the memory /proc shows as their command line *and*
+    environment, so they are found as children of their raylet (collected before anything is
+    stopped)."""
+    return process_tree(pids, exclude=os.getpid())
 
 
 def _session_pids(session_dir: str, marker: str = "") -> list[int]:

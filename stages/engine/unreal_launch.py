@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.progress import COMPLETE, PROGRESS, append_progress, read_progress
+from .process_tree import process_tree
 from .unreal import (
     ROOT,
     SCRIPTS,
@@ -203,31 +204,11 @@ def check_reachable(cfg: UnrealConfig, user: tuple[int, int, list[int]] | None,
                     "under /root")
 
 
-def _descendants(pid: int) -> list[int]:
-    """Process ids under ``pid`` (children first found through /proc)."""
-    kids: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d.name))
-    out, todo = [], [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def kill_tree(proc: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
     """SIGTERM the editor and its children (shader workers), then SIGKILL what is left. Only
     that tree: the launcher shares the editor's process group with its runner."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in [proc.pid, *_descendants(proc.pid)]:
+        for pid in process_tree([proc.pid]):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
         try:
