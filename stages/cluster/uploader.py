@@ -273,9 +273,13 @@ class Uploader:
             time.sleep(min(self.cfg.poll_s, max(0.0, end - time.monotonic())))
             try:
                 self.store.client.head_bucket(Bucket=self.cfg.bucket)
-                return
             except Exception:  # noqa: BLE001 - still down (or another error: the scan says)
                 continue
+            left = end - time.monotonic()
+            if left > 0:
+                self.log(f"upload: the store answers again; resuming {left:.0f} s before the "
+                         "back-off ends")
+            return
 
 
 def main(argv: list[str] | None = None) -> int:

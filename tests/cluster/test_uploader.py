@@ -255,25 +255,29 @@ def test_after_a_long_outage_delivery_resumes_when_the_store_is_back_not_after_t
     want = _local(inst)
     p = _uploader_proc(tmp_path, root, ucfg, s3env)
     try:
-        # long enough for the back-off to double up to a step of 6 s or more
+        # long enough for the back-off to double up to a wait of 16 s or more: the store then
+        # comes back inside that wait
         deadline = time.time() + 60
 
         def step() -> int:
             return max(map(int, re.findall(r"retrying in (\d+) s", p.log_path.read_text())),
                        default=0)
 
-        while time.time() < deadline and step() < 6:
+        while time.time() < deadline and step() < 16:
             time.sleep(0.2)
-        assert step() >= 6, p.log_path.read_text()
+        assert step() >= 16, p.log_path.read_text()
         s3server.start()
         back = time.time()
         tomb = inst / "traj_000" / TOMBSTONE
         while time.time() - back < 60 and not tomb.exists():
             time.sleep(0.1)
-        took = time.time() - back
     finally:
         _stop(p)
-    assert tomb.exists(), p.log_path.read_text()
-    assert took < 5.0, f"delivered {took:.1f} s after the store was back"
+    log = p.log_path.read_text()
+    assert tomb.exists(), log
+    # it woke on the probe that found the store back, not at the end of its back-off wait
+    # (a fact from the uploader's own log, not a wall-clock bound that a loaded machine breaks)
+    early = re.findall(r"the store answers again; resuming (\d+) s before the back-off ends", log)
+    assert early and int(early[-1]) >= 1, log
     stored = _stored(s3server.client(), "resume-b")
     assert {k: v for k, v in stored.items() if not k.endswith(COMPLETION)} == want
