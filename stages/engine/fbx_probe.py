@@ -31,9 +31,12 @@ CONVERTER_ENV = "WMFORGE_FBX2GLTF"  # path of an FBX2glTF binary (npm package fb
 
 
 def find_fbx2gltf() -> str | None:
-    """An FBX2glTF executable: ``$WMFORGE_FBX2GLTF``, else ``FBX2glTF`` on PATH (the npm
-    package ``fbx2gltf`` ships one: node_modules/fbx2gltf/bin/Linux/FBX2glTF); None without."""
-    exe = os.environ.get(CONVERTER_ENV) or shutil.which("FBX2glTF")
+    """An FBX2glTF executable: ``$WMFORGE_FBX2GLTF``, else ``FBX2glTF`` on PATH, else the one
+    `make setup` installs beside this Python (scripts/fetch_fbx2gltf.py, from the npm package
+    ``fbx2gltf``); None without."""
+    beside = Path(sys.executable).parent / "FBX2glTF"  # where `make setup` puts it
+    exe = os.environ.get(CONVERTER_ENV) or shutil.which("FBX2glTF") or (
+        str(beside) if beside.is_file() else None)
     return exe if exe and os.access(exe, os.X_OK) else None
 
 
