@@ -4,8 +4,10 @@
 # internet: the rest travels in .h200/ (site.tar.xz: panda3d 1.10.16 cp312 without its unused
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
-# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness|variants|compute}
+# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness|variants|det|compute}
 #   [slots]; variants: VARIANTS=base,const_fs,... (tests/benchmarks/look_variants.py) FRAMES=45
+# det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
+# no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
 # multi: slots on every GPU of the host, one renderer killed with kill -9 mid-run (issue: multi-GPU
 # node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
 set -euo pipefail
@@ -37,6 +39,8 @@ case "$what" in
   variants) python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
               --frames "${FRAMES:-45}" --procs "$slots" --variants "${VARIANTS:-base}" \
               --json "$OUT/bench_variants.json" 2>&1 | tee "$OUT/bench_variants.log" ;;
+  det) python3 scripts/render_determinism.py /tmp/det "${N:-50}" --slots "$slots" --burners 0 \
+         --max-seconds "${MAXS:-0}" 2>&1 | tee "$OUT/determinism.log" ;;
   compute) python3 tests/benchmarks/bench_compute_vs_fragment.py --size 10240x3600 --frames 20 \
              --json "$OUT/bench_compute.json" 2>&1 | tee "$OUT/bench_compute.log" ;;
 esac
