@@ -33,10 +33,12 @@ CONVERTER_ENV = "WMFORGE_FBX2GLTF"  # path of an FBX2glTF binary (npm package fb
 def find_fbx2gltf() -> str | None:
     """An FBX2glTF executable: ``$WMFORGE_FBX2GLTF``, else ``FBX2glTF`` on PATH, else the one
     `make setup` installs beside this Python (scripts/fetch_fbx2gltf.py, from the npm package
-    ``fbx2gltf``); None without."""
+    ``fbx2gltf``); None without, or when ``$WMFORGE_FBX2GLTF`` is ``none`` (or empty)."""
+    env = os.environ.get(CONVERTER_ENV)
+    if env is not None and env.strip().lower() in ("", "none", "off"):
+        return None  # switched off: Panda3D's loader alone
     beside = Path(sys.executable).parent / "FBX2glTF"  # where `make setup` puts it
-    exe = os.environ.get(CONVERTER_ENV) or shutil.which("FBX2glTF") or (
-        str(beside) if beside.is_file() else None)
+    exe = env or shutil.which("FBX2glTF") or (str(beside) if beside.is_file() else None)
     return exe if exe and os.access(exe, os.X_OK) else None
 
 
