@@ -67,27 +67,29 @@ class Supervisor:
 
     def state(self) -> dict:
         with self._lock:
-            return {"status": self.status, "pid": self.proc.pid if self.proc else None,
-                    "restarts": self.restarts, "crashes_in_a_row": self.crashes_in_a_row,
-                    "last_exit": self.last_exit, "error": self.error, "log": str(self.log),
-                    "updated": time.time()}
+            return self._state()
 
-    def _write(self) -> None:
-        st = self.state()
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(st, sort_keys=True))
-        tmp.replace(self.state_path)
+    def _state(self) -> dict:
+        return {"status": self.status, "pid": self.proc.pid if self.proc else None,
+                "restarts": self.restarts, "crashes_in_a_row": self.crashes_in_a_row,
+                "last_exit": self.last_exit, "error": self.error, "log": str(self.log),
+                "updated": time.time()}
 
     def _set(self, **kw: Any) -> None:
+        """Change the state and write its file under one lock: whoever sees the new status
+        (``gave_up``, ``state()``) finds the file already saying it."""
         with self._lock:
             for k, v in kw.items():
                 setattr(self, k, v)
-        self._write()
+            self.state_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self._state(), sort_keys=True))
+            tmp.replace(self.state_path)
 
     @property
     def gave_up(self) -> bool:
-        return self.status in ("poisoned", "failed")
+        with self._lock:
+            return self.status in ("poisoned", "failed")
 
     # -------------------------------------------------------------- life
 
