@@ -19,6 +19,10 @@ def _run(cmd, cwd, env):
     return r.stdout + r.stderr
 
 
+# long: real `dvc repro` of the whole pipeline, several times; .ci/run runs them after make test
+pytestmark = pytest.mark.e2e
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
     if shutil.which("dvc") is None and not (Path(os.sys.executable).parent / "dvc").exists():

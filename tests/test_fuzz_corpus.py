@@ -120,6 +120,7 @@ def test_every_bad_file_is_a_row_with_its_reason_and_nothing_outside_is_opened(f
     check_trace(log, base, outside)
 
 
+@pytest.mark.e2e
 def test_screening_stage1_stage2_on_the_corpus_exit_0_and_stay_inside(fuzz):
     base, outside, lib, run = fuzz
     if not (run / "inv/levels.parquet").exists():

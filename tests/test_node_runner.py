@@ -77,6 +77,7 @@ def inv(sample_library):
     return run_inventory(sample_library, load_params().inventory, "overrides.yaml")
 
 
+@pytest.mark.e2e
 def test_two_slots_run_four_levels_concurrently_with_the_bytes_of_one_slot(
         inv, sample_library, tmp_path):
     levels = inv.levels[inv.levels["level_id"].isin(LEVELS)]
