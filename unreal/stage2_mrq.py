@@ -261,8 +261,8 @@ class Stage2Driver:
             self.p += 1
             self.phase = "pass"
             return
-        self._rendered(ok, "" if ok else "mrq_error",
-                       f"pass {self.passes[self.p][0]}: " + "; ".join(self.errors) if not ok else "")
+        detail = f"pass {self.passes[self.p][0]}: " + "; ".join(self.errors)
+        self._rendered(ok, "" if ok else "mrq_error", detail if not ok else "")
         self.phase = "next"
 
     def _on_quit(self) -> None:

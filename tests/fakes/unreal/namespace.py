@@ -21,12 +21,24 @@ from tests.fakes.unreal.frame import (  # noqa: F401 - the unreal namespace
 from tests.fakes.unreal.host import (  # noqa: F401 - the unreal namespace
     FakeCrash,
 )
+from tests.fakes.unreal.materials import (  # noqa: F401 - the unreal namespace
+    BlendableLocation,
+    Material,
+    MaterialDomain,
+    MaterialEditingLibrary,
+    MaterialExpression,
+    MaterialExpressionSceneTexture,
+    MaterialFactoryNew,
+    MaterialInterface,
+    MaterialProperty,
+    SceneTextureId,
+)
 from tests.fakes.unreal.movie_pipeline import (  # noqa: F401 - the unreal namespace
+    EXRCompressionFormat,
     MoviePipeline,
     MoviePipelineAntiAliasingSetting,
     MoviePipelineCameraSetting,
     MoviePipelineConsoleVariableSetting,
-    EXRCompressionFormat,
     MoviePipelineDeferredPassBase,
     MoviePipelineExecutorBase,
     MoviePipelineExecutorJob,
@@ -42,18 +54,6 @@ from tests.fakes.unreal.movie_pipeline import (  # noqa: F401 - the unreal names
     MoviePipelineQueue,
     MoviePipelineSetting,
     _Delegate,
-)
-from tests.fakes.unreal.materials import (  # noqa: F401 - the unreal namespace
-    BlendableLocation,
-    Material,
-    MaterialDomain,
-    MaterialEditingLibrary,
-    MaterialExpression,
-    MaterialExpressionSceneTexture,
-    MaterialFactoryNew,
-    MaterialInterface,
-    MaterialProperty,
-    SceneTextureId,
 )
 from tests.fakes.unreal.objects import (  # noqa: F401 - the unreal namespace
     Actor,
