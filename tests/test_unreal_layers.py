@@ -228,3 +228,45 @@ def test_surfaces_are_flat_across_their_normals(gt, view) -> None:
         assert off.size == 0 or off.max() < 2e-3, off.max()
         checked += off.size
     assert checked > 500
+
+
+def test_the_fake_averages_jittered_samples_as_mrq_does(stage1, tmp_path) -> None:  # noqa: F811
+    """Why the layer jobs have one sample: with 3 x 2 samples MRQ (and the fake) jitters and
+    averages, so depth at an edge is a blend of two surfaces that neither holds."""
+    from tests.fakes.unreal import host, mrq_layers
+
+    ed = new_editor(stage1["course"])
+    assert ed.open_map(MAP)
+    host.install(ed)
+    try:
+        cam = fu.Rotator(0.0, -10.0, 0.0)  # looking along +x, a little down
+        loc = fu._ue((-8.0, 10.0, 1.5))  # the wall across lane y=10 at x=6 ahead
+        out = {}
+        for n in (1, 6):
+            job = fu.MoviePipelineExecutorJob()
+            s = job.config
+            o = s.find_or_add_setting_by_class(fu.MoviePipelineOutputSetting)
+            o.output_directory = fu.DirectoryPath(str(tmp_path / str(n)))
+            o.file_name_format = "{camera_name}/{render_pass}.{frame_number}"
+            aa = s.find_or_add_setting_by_class(fu.MoviePipelineAntiAliasingSetting)
+            aa.spatial_sample_count, aa.temporal_sample_count = (1, 1) if n == 1 else (3, 2)
+            mat = fu.Material("WmfDepth", "/Game/Wmforge/Materials/WmfDepth.WmfDepth")
+            mat.set_editor_property("material_domain", fu.MaterialDomain.MD_POST_PROCESS)
+            tex = fu.MaterialExpressionSceneTexture()
+            mat.expressions, mat.emissive, mat.compiled = [tex], (tex, "Color"), True
+            s.find_or_add_setting_by_class(fu.MoviePipelineDeferredPassBase) \
+                .additional_post_process_materials = [
+                    fu.MoviePipelinePostProcessPass(True, "WmfDepth", mat, True)]
+            s.find_or_add_setting_by_class(fu.MoviePipelineImageSequenceOutput_EXR)
+            mrq_layers.write_frame(ed, job, "cam", loc, cam, math.radians(90), 32, 18, 0)
+            from stages.engine.unreal_layers import read_exr
+
+            ch, _ = read_exr(tmp_path / str(n) / "cam" / "FinalImageWmfDepth.0000.exr")
+            out[n] = ch["R"].astype(np.float64)
+        near = (out[1] < 1e8) & (out[6] < 1e8)
+        diff = np.abs(out[6] - out[1])[near]
+        # averaged jittered samples: across an edge a blend of two depths, off by metres
+        assert diff.max() > 50.0 and np.count_nonzero(diff) > diff.size // 2, diff.max()
+    finally:
+        host.install(None)
+        ed.engine.close()

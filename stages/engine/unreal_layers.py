@@ -143,13 +143,16 @@ def flow(src: dict, dst: dict, K: tuple[float, float, float, float], char_id: in
     """(H, W, 3) dx, dy, valid from frame ``src`` to ``dst`` (each: depth m, ids, R, c)."""
     fx, fy, cx, cy = K
     H, W = src["depth"].shape
-    u, v = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
+    u, v = np.meshgrid(np.arange(W, dtype=np.float32) + 0.5,
+                       np.arange(H, dtype=np.float32) + 0.5)
     z = src["depth"]
     ok = np.isfinite(z) & (src["ids"] != char_id)
-    zz = np.where(ok, z, 0.0)
+    zz = np.where(ok, z, 0.0).astype(np.float32)
     pc = np.stack([(u - cx) / fx * zz, (v - cy) / fy * zz, zz], -1)
-    pw = pc @ src["R"].T + src["c"]
-    q = (pw - dst["c"]) @ dst["R"]
+    # camera(src) → world → camera(dst) in one rotation and offset (float32: mm at 100 km)
+    rot = (dst["R"].T @ src["R"]).astype(np.float32)
+    off = (dst["R"].T @ (src["c"] - dst["c"])).astype(np.float32)
+    q = pc @ rot.T + off
     zq = q[..., 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         u2 = fx * q[..., 0] / zq + cx
@@ -170,7 +173,7 @@ def flow(src: dict, dst: dict, K: tuple[float, float, float, float], char_id: in
 def _frame(layers_dir: Path, view: str, k: int, buffers: tuple[str, ...], lut: dict[int, int],
            cam: Any, W: int, H: int) -> dict[str, Any]:
     """One frame of one view in contract units and axes (what the layers are made from)."""
-    f: dict[str, Any] = {"R": _rot((cam.rot_w, cam.rot_x, cam.rot_y, cam.rot_z)),
+    f: dict[str, Any] = {"R": _rot((cam.rot_w, cam.rot_x, cam.rot_y, cam.rot_z)),  # world←cam
                          "c": np.array([cam.pos_x, cam.pos_y, cam.pos_z])}
     if "ids" in buffers:
         ch, _ = read_exr(pass_path(layers_dir, view, "ids", k))
@@ -186,9 +189,9 @@ def _frame(layers_dir: Path, view: str, k: int, buffers: tuple[str, ...], lut: d
         f["depth"] = np.where(none, np.inf, d / 100.0)
     if "normals" in buffers:
         ch, _ = read_exr(pass_path(layers_dir, view, "normals", k))
-        n_w = np.stack([np.asarray(ch["R"], np.float64), -np.asarray(ch["G"], np.float64),
-                        np.asarray(ch["B"], np.float64)], -1)  # Unreal → our world axes
-        n_c = n_w @ f["R"]  # world → OpenCV camera: R^T n
+        n_w = np.stack([np.asarray(ch["R"], np.float32), -np.asarray(ch["G"], np.float32),
+                        np.asarray(ch["B"], np.float32)], -1)  # Unreal → our world axes
+        n_c = n_w @ f["R"].astype(np.float32)  # world → OpenCV camera: R^T n
         norm = np.linalg.norm(n_c, axis=-1, keepdims=True)
         ok = (norm[..., 0] > 1e-6) & np.isfinite(f["depth"])
         f["normals"] = np.where(ok[..., None], n_c / np.where(norm > 1e-6, norm, 1.0), 0.0)
