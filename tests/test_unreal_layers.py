@@ -270,3 +270,23 @@ def test_the_fake_averages_jittered_samples_as_mrq_does(stage1, tmp_path) -> Non
     finally:
         host.install(None)
         ed.engine.close()
+
+
+def test_the_launcher_refuses_layers_the_project_cannot_make_before_the_editor_starts(
+        tmp_path, capsys, monkeypatch) -> None:
+    from stages.engine import unreal_launch
+
+    proj = tmp_path / "Render.uproject"
+    proj.write_text(json.dumps({"Plugins": [{"Name": "MovieRenderPipeline", "Enabled": True}]}))
+    inst = tmp_path / "inst"
+    inst.mkdir()
+    (inst / "instance.json").write_text(json.dumps({
+        "level_id": "x/y", "jobs": [], "ue_map": MAP,
+        "settings": {"width": 32, "height": 18, "ground_truth": ["depth", "flow_fwd"]},
+        "unreal": {"project": str(proj), "editor": "/nonexistent/UnrealEditor-Cmd"}}))
+    started = []
+    monkeypatch.setattr(unreal_launch, "run_editor", lambda *a, **k: started.append(a))
+    assert unreal_launch.main(["stage2", str(inst)]) == 1
+    out = capsys.readouterr().out
+    assert "MoviePipelineMaskRenderPass" in out and "flow_fwd" in out and str(proj) in out
+    assert not started  # refused before any editor ran
