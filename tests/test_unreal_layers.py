@@ -40,10 +40,16 @@ def gt(stage1, tmp_path_factory):  # noqa: F811
     raw = {b: read_exr(ldir / "back" / f"{p}.000010.exr") for b, p in (
         ("depth", "FinalImageWmfDepth"), ("normals", "FinalImageWmfNormal"),
         ("ids", "ActorHitProxyMask00"))}
+    import shutil
+
+    broken = inst / "broken"  # a copy with one pass missing (test below)
+    shutil.copytree(ldir, broken, ignore=shutil.ignore_patterns("FinalImage.*"))
+    (broken / "left" / "FinalImageWmfDepth.000042.exr").unlink()
     rmeta = finish_trajectory(inst / "frames" / name, traj, inst / name, name, KEY,
                               spec["settings"], layers=list(LAYERS), layers_dir=ldir)
-    return {"ed": ed, "rc": rc, "inst": inst, "spec": spec, "out": inst / name, "traj": traj,
-            "files": files, "raw": raw, "rmeta": rmeta, "ldir": ldir}
+    return {"broken": broken, "ed": ed, "rc": rc, "inst": inst, "spec": spec,
+            "out": inst / name, "traj": traj, "files": files, "raw": raw, "rmeta": rmeta,
+            "ldir": ldir}
 
 
 def test_layer_jobs_are_one_camera_one_unjittered_sample_each(gt) -> None:
@@ -290,3 +296,13 @@ def test_the_launcher_refuses_layers_the_project_cannot_make_before_the_editor_s
     out = capsys.readouterr().out
     assert "MoviePipelineMaskRenderPass" in out and "flow_fwd" in out and str(proj) in out
     assert not started  # refused before any editor ran
+
+
+def test_a_missing_pass_fails_the_trajectory_naming_the_file(gt, tmp_path) -> None:
+    from stages.engine.unreal_layers import UnrealLayersError, convert
+
+    st = gt["spec"]["settings"]
+    with pytest.raises(UnrealLayersError, match="FinalImageWmfDepth.000042.exr") as e:
+        convert(gt["broken"], gt["traj"], tmp_path, ["depth"], st["width"], st["height"])
+    assert e.value.reason == "layers_missing"
+    assert not list(tmp_path.glob("left.depth.*"))  # no file for the view that failed

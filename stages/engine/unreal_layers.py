@@ -89,14 +89,18 @@ def check_layers(layers: Sequence[str], project: str | Path | None) -> tuple[str
     return names
 
 
-def read_exr(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Channels (float32 or float16 as stored) and header of one single-part EXR."""
+def read_exr(path: Path, header_only: bool = False
+             ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Channels (float32 or float16 as stored; none with ``header_only``) and header of one
+    single-part EXR."""
     import OpenEXR
 
     if not path.is_file():
         raise UnrealLayersError("layers_missing", f"{path}: ground-truth pass not written")
     try:
-        with OpenEXR.File(str(path), separate_channels=True) as f:
+        with OpenEXR.File(str(path), separate_channels=True, header_only=header_only) as f:
+            if header_only:
+                return {}, dict(f.header())
             return ({k: np.asarray(c.pixels) for k, c in f.channels().items()},
                     dict(f.header()))
     except Exception as exc:  # noqa: BLE001 - a broken file is this trajectory's failure
@@ -121,7 +125,7 @@ def instance_table(layers_dir: Path, n: int, model: str) -> tuple[dict[int, int]
     labels: dict[int, str] = {}
     for v in VIEWS:
         for k in range(n):
-            labels.update(manifest(read_exr(pass_path(layers_dir, v, "ids", k))[1]))
+            labels.update(manifest(read_exr(pass_path(layers_dir, v, "ids", k), True)[1]))
     names = sorted({x for x in labels.values() if x not in ("default", CHARACTER_LABEL)})
     ids = {CHARACTER_LABEL: 1, **{x: i + 2 for i, x in enumerate(names)}}
     lut = {h: ids.get(x, 0) for h, x in labels.items()}
