@@ -8,6 +8,9 @@ from the ``render`` config, PNG or EXR per camera at the preset resolution, text
 fully loaded, MRQ's samples as the only anti-aliasing → when both finished, the executor's
 callbacks have appended a line to ``rendered.jsonl`` (the launcher on the node side verifies
 the frames, encodes them and writes the progress line) → ``ENGINE_DONE`` → quit the editor.
+With ``render.ground_truth`` on, each trajectory also gets one ``layers_<view>`` job per camera
+after those two (:mod:`ue_layers`: one un-jittered sample, depth, normals and object ids as
+EXR), and its line in ``rendered.jsonl`` is written once they finished too.
 
 Why two jobs: MRQ renders all cameras of a job from one world state, and the first-person
 camera sits inside the character's head. The ``fp`` job renders only that camera, with the
