@@ -61,3 +61,22 @@ def test_the_typed_share_of_the_scripts_does_not_fall() -> None:
 
     share = typed_share()
     assert share >= TYPED_SHARE_FLOOR, f"{share:.2%} typed, floor {TYPED_SHARE_FLOOR:.1%}"
+
+
+def test_a_misspelled_ground_truth_pass_setting_fails_the_lint(tmp_path, capfd) -> None:
+    """Issue 33: the MRQ classes of the ground-truth jobs (unreal/ue_layers.py) are in the
+    project's MRQ stub, the material calls in Unreal's own: a misspelling of either fails."""
+    copy = tmp_path / "unreal"
+    shutil.copytree(SCRIPTS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    src = (copy / "ue_layers.py").read_text()
+    for good, bad, msg in (
+            ("high_precision_output=True", "high_precision_outputs=True",
+             'Unexpected keyword argument "high_precision_outputs"'),
+            ("mel.recompile_material(made)", "mel.recompile_materials(made)",
+             'has no attribute "recompile_materials"')):
+        assert src.count(good) == 1
+        (copy / "ue_layers.py").write_text(src.replace(good, bad))
+        capfd.readouterr()
+        assert mypy_unreal(copy) != 0
+        out = capfd.readouterr().out
+        assert "ue_layers.py" in out and msg in out, out[-2000:]

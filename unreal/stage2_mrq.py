@@ -8,6 +8,9 @@ from the ``render`` config, PNG or EXR per camera at the preset resolution, text
 fully loaded, MRQ's samples as the only anti-aliasing → when both finished, the executor's
 callbacks have appended a line to ``rendered.jsonl`` (the launcher on the node side verifies
 the frames, encodes them and writes the progress line) → ``ENGINE_DONE`` → quit the editor.
+With ``render.ground_truth`` on, each trajectory also gets one ``layers_<view>`` job per camera
+after those two (:mod:`ue_layers`: one un-jittered sample, depth, normals and object ids as
+EXR), and its line in ``rendered.jsonl`` is written once they finished too.
 
 Why two jobs: MRQ renders all cameras of a job from one world state, and the first-person
 camera sits inside the character's head. The ``fp`` job renders only that camera, with the
@@ -33,6 +36,7 @@ for _p in (str(HERE), str(HERE.parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import ue_layers  # noqa: E402
 import ue_paths  # noqa: E402
 import ue_sequence  # noqa: E402
 
@@ -47,6 +51,20 @@ MAX_ERRORS_IN_A_ROW = 3  # frames that fail one after another before the editor 
 PASSES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("views", tuple(v for v in VIEWS if v != "fp"), True),
     ("fp", ("fp",), False))
+
+
+def ground_truth(spec: dict) -> list[str]:
+    """The ground-truth layers asked for (``render.ground_truth``, in the spec or its
+    settings); empty: none."""
+    return [str(x) for x in (spec.get("ground_truth")
+                             or (spec.get("settings") or {}).get("ground_truth") or [])]
+
+
+def all_passes(layers: list[str]) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The RGB jobs, then with ground truth one ``layers_<view>`` job per camera
+    (ue_layers: one sample, the camera cut's camera only); in ``layers_fp`` the character is
+    hidden, not only out of the main pass."""
+    return list(PASSES) + ([(f"layers_{v}", (v,), v != "fp") for v in VIEWS] if layers else [])
 
 
 def log(msg: str) -> None:
@@ -129,6 +147,10 @@ class Stage2Driver:
         self.mrq: dict = {}
         self.handle: object | None = None
         self.errors_in_a_row = 0
+        self.layers = ground_truth(spec)
+        self.buffers = ue_layers.buffers_for(self.layers)
+        self.passes = all_passes(self.layers)
+        self.materials: dict[str, unreal.Material] = {}
 
     def start(self) -> None:
         unreal.EditorPythonScripting.set_keep_python_script_alive(True)
@@ -161,6 +183,8 @@ class Stage2Driver:
             if le is None or not le.load_level(str(self.spec["ue_map"])):
                 raise RuntimeError(f"map {self.spec.get('ue_map')} did not load")
         self.removed = ue_sequence.sanitize_level(log)
+        if self.buffers:
+            self.materials = ue_layers.materials(self.buffers, log)
         (self.inst / "sanitized.json").write_text(json.dumps({"removed": self.removed}) + "\n")
         self.phase = "next"
 
@@ -188,12 +212,15 @@ class Stage2Driver:
         job, data = self.current, self.data
         assert job is not None and data is not None
         frames, cams, meta = data
-        pass_name, views, in_main_pass = PASSES[self.p]
+        pass_name, views, in_main_pass = self.passes[self.p]
+        is_layers = pass_name.startswith("layers_")
         st = self.spec["settings"]
         package = f"{PACKAGE}/{re.sub(r'[^A-Za-z0-9_]', '_', self.inst.name)}"
         seq, self.spawned = ue_sequence.build_sequence(
             f"{job['name']}_{pass_name}", package, frames, cams, meta, int(st["width"]),
-            int(st["height"]), log, views=views, character_in_main_pass=in_main_pass)
+            int(st["height"]), log, views=views,
+            character_in_main_pass=in_main_pass or is_layers,
+            character_hidden=is_layers and not in_main_pass)
         self.sequence = seq
         if self.spec.get("smoke_probe"):  # wmforge unreal smoke: what the keys do, read back
             rows = ue_sequence.probe(seq, self.spawned, frames, meta, pass_name, log)
@@ -210,9 +237,15 @@ class Stage2Driver:
         mjob.job_name = f"{job['name']}:{pass_name}"
         mjob.map = unreal.SoftObjectPath(ue_paths.map_object_path(str(self.spec["ue_map"])))
         mjob.sequence = unreal.SoftObjectPath(seq.get_path_name())
-        self.mrq[pass_name] = dict(configure_job(
-            mjob, st, self.ucfg, self.inst / "frames" / job["name"], int(meta["fps"])),
-            cameras=list(views), character_in_main_pass=in_main_pass)
+        if is_layers:
+            done = ue_layers.configure_job(
+                mjob, int(st["width"]), int(st["height"]), int(meta["fps"]),
+                self.inst / "layers" / job["name"], self.buffers, self.materials)
+        else:
+            done = configure_job(mjob, st, self.ucfg, self.inst / "frames" / job["name"],
+                                 int(meta["fps"]))
+        self.mrq[pass_name] = dict(done, cameras=list(views),
+                                   character_in_main_pass=in_main_pass)
         ex = unreal.MoviePipelinePIEExecutor()
         ex.set_allow_using_unsaved_levels(True)  # the sanitised level is not saved
         ex.on_executor_finished_delegate.add_callable(self._on_finished)
@@ -227,12 +260,12 @@ class Stage2Driver:
         if self.finished is None:
             return
         ok = self.finished and not self.errors
-        if ok and self.p + 1 < len(PASSES):
+        if ok and self.p + 1 < len(self.passes):
             self.p += 1
             self.phase = "pass"
             return
-        self._rendered(ok, "" if ok else "mrq_error",
-                       f"pass {PASSES[self.p][0]}: " + "; ".join(self.errors) if not ok else "")
+        detail = f"pass {self.passes[self.p][0]}: " + "; ".join(self.errors)
+        self._rendered(ok, "" if ok else "mrq_error", detail if not ok else "")
         self.phase = "next"
 
     def _on_quit(self) -> None:
@@ -264,6 +297,7 @@ class Stage2Driver:
         with open(self.inst / RENDERED, "a") as f:
             f.write(json.dumps({"trajectory": job["name"], "ok": ok, "reason": reason,
                                 "detail": detail, "mrq": self.mrq,
+                                "ground_truth": self.layers,
                                 "removed_sequence_actors": self.removed}) + "\n")
             f.flush()
             os.fsync(f.fileno())

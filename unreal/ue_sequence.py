@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import ue_frame
+import ue_layers
 import ue_paths
 
 import unreal
@@ -136,12 +137,15 @@ def lock_root(anim: unreal.AnimSequence, log: Any) -> None:
 
 def build_sequence(name: str, package: str, frames: list[dict], cameras: list[dict],
                    meta: dict, width: int, height: int, log: Any,
-                   views: tuple[str, ...] = VIEWS, character_in_main_pass: bool = True
+                   views: tuple[str, ...] = VIEWS, character_in_main_pass: bool = True,
+                   character_hidden: bool = False
                    ) -> tuple[unreal.LevelSequence, list[unreal.Actor]]:
     """The Level Sequence of one trajectory (its character and the cameras of ``views``) and
     the actors spawned for it. ``character_in_main_pass=False``: the character is keyed and
     animated as always but left out of the main pass (its shadow and reflections stay): the
-    first-person job (stage2_mrq)."""
+    first-person job (stage2_mrq). ``character_hidden``: not drawn at all (the first-person
+    ground-truth job: its depth, normals and ids must not hold the body the fp video hides).
+    The character's label is ``ue_layers.CHARACTER_LABEL``, its object-id name."""
     fps = int(meta["fps"])
     n = len(frames)
     seq = new_sequence(name, package, log)
@@ -165,10 +169,13 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
     if not isinstance(actor, unreal.SkeletalMeshActor):
         raise RuntimeError("SkeletalMeshActor spawn failed")
     spawned.append(actor)
+    actor.set_actor_label(ue_layers.CHARACTER_LABEL)
     comp = actor.skeletal_mesh_component  # the actor's root: the track sets its transform
     comp.set_skeletal_mesh_asset(mesh)
     if not character_in_main_pass:
         comp.set_render_in_main_pass(False)
+    if character_hidden:
+        actor.set_actor_hidden_in_game(True)
     correction = float(ch.get("yaw_correction_deg") or 0.0)
     binding = seq.add_possessable(actor)
     chans = transform_channels(binding, n)

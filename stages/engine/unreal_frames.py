@@ -72,9 +72,11 @@ def _load(p: Path) -> np.ndarray:
 
 def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, key: str,
                       settings: RenderSettings | dict, image_format: str = "png",
-                      log: Any = print) -> dict:
+                      log: Any = print, layers: list[str] | tuple[str, ...] = (),
+                      layers_dir: Path | None = None) -> dict:
     """Verify, encode and publish one rendered trajectory into ``out``; the images are deleted
-    only after every video decodes to the expected frame count."""
+    only after every video decodes to the expected frame count. With ``layers``, the ground-truth
+    passes MRQ wrote under ``layers_dir`` become the layer files (unreal_layers.convert)."""
     import pandas as pd
 
     from ..media.video import VideoWriter, tile_preview
@@ -152,6 +154,15 @@ def finish_trajectory(frames_dir: Path, traj_dir: Path, out: Path, name: str, ke
     else:
         rmeta["videos"] = []
         rmeta["image_sequences"] = {v: len(files[v]) for v in VIEWS}
+    if layers:
+        from .unreal_layers import convert
+
+        ldir = layers_dir if layers_dir is not None else frames_dir.parent.parent / "layers" / name
+        try:
+            rmeta["ground_truth"] = convert(ldir, traj_dir, out, layers, rs.width, rs.height, log)
+        except BaseException:
+            shutil.rmtree(out, ignore_errors=True)
+            raise
     return publish_trajectory(traj_dir, out, rmeta)
 
 
@@ -162,13 +173,15 @@ class UnrealFrames:
     encodes and publishes them like the embedded renderer's output."""
 
     def __init__(self, inst: Path, settings: RenderSettings | dict, image_format: str = "png",
-                 log: Any = print):
+                 log: Any = print, layers: list[str] | tuple[str, ...] = ()):
         self.inst, self.image_format, self.log = inst, image_format, log
+        self.layers = tuple(layers)
         self.settings = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
 
     def render(self, traj_dir: Path, name: str, key: str) -> dict:
         return finish_trajectory(self.inst / "frames" / name, traj_dir, self.inst / name, name,
-                                 key, self.settings, self.image_format, self.log)
+                                 key, self.settings, self.image_format, self.log, self.layers,
+                                 self.inst / "layers" / name)
 
     def close(self) -> None:
         pass

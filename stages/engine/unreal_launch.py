@@ -360,6 +360,7 @@ def stage2(inst: Path) -> int:
     from .render_worker import take_owner_lock
     from .stage2 import Stage2Failure
     from .unreal_frames import UnrealFrames
+    from .unreal_layers import check_layers
 
     lock = take_owner_lock(inst)
     spec = json.loads((inst / "instance.json").read_text())
@@ -368,7 +369,14 @@ def stage2(inst: Path) -> int:
     seen: set[str] = set(read_progress(inst))
     failed: set[str] = set()
     fmt = (spec.get("unreal") or {}).get("image_format", "png")
-    renderer = UnrealFrames(inst, spec["settings"], fmt, say)
+    try:  # a layer Unreal cannot make with this project fails before the editor starts
+        layers = check_layers(spec.get("ground_truth")
+                              or (spec.get("settings") or {}).get("ground_truth") or [],
+                              (spec.get("unreal") or {}).get("project"))
+    except (ValueError, Stage2Failure) as exc:
+        say(f"error: {exc}")
+        return 1
+    renderer = UnrealFrames(inst, spec["settings"], fmt, say, layers)
 
     def on_poll() -> None:
         p = inst / RENDERED

@@ -54,14 +54,54 @@ class AntiAliasingMethod(EnumBase):
 class MoviePipelineCameraSetting(MoviePipelineSetting):
     render_all_cameras: bool
 
+# https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelinePostProcessPass?application_version=5.6
+# (struct FMoviePipelinePostProcessPass, MoviePipelineDeferredPasses.h: bEnabled, Name,
+# Material, bHighPrecisionOutput — Name and bHighPrecisionOutput listed from 5.5 on; the 5.4
+# page has only enabled/material, and 5.4's bUse32BitPostProcessMaterials is deprecated since)
+class MoviePipelinePostProcessPass(StructBase):
+    def __init__(self, enabled: bool = False, name: str = '', material: MaterialInterface = ..., high_precision_output: bool = False) -> None: ...
+    enabled: bool
+    name: str
+    material: MaterialInterface
+    high_precision_output: bool
+
 # https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineDeferredPassBase?application_version=5.6
-class MoviePipelineDeferredPassBase(MoviePipelineSetting): ...
+class MoviePipelineDeferredPassBase(MoviePipelineSetting):
+    additional_post_process_materials: Array[MoviePipelinePostProcessPass]
+    disable_multisample_effects: bool
+    render_main_pass: bool
+
+# https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineObjectIdPassIdType?application_version=5.6
+# (plugin MoviePipelineMaskRenderPass, "Movie Render Queue Additional Render Passes")
+class MoviePipelineObjectIdPassIdType(EnumBase):
+    FULL: MoviePipelineObjectIdPassIdType
+    MATERIAL: MoviePipelineObjectIdPassIdType
+    ACTOR: MoviePipelineObjectIdPassIdType
+    ACTOR_WITH_HIERARCHY: MoviePipelineObjectIdPassIdType
+    FOLDER: MoviePipelineObjectIdPassIdType
+    LAYER: MoviePipelineObjectIdPassIdType
+
+# https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineObjectIdRenderPass?application_version=5.6
+# (Editor only: it reads the hit proxies; cryptomatte layers ActorHitProxyMask00..02)
+class MoviePipelineObjectIdRenderPass(MoviePipelineSetting):
+    id_type: MoviePipelineObjectIdPassIdType
+    include_translucent_objects: bool
+
+# https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/EXRCompressionFormat?application_version=5.6
+class EXRCompressionFormat(EnumBase):
+    NONE: EXRCompressionFormat
+    PIZ: EXRCompressionFormat
+    ZIP: EXRCompressionFormat
+    DWAA: EXRCompressionFormat
+    DWAB: EXRCompressionFormat
 
 # https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineImageSequenceOutput_PNG?application_version=5.6
 class MoviePipelineImageSequenceOutput_PNG(MoviePipelineSetting): ...
 
 # https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineImageSequenceOutput_EXR?application_version=5.6
-class MoviePipelineImageSequenceOutput_EXR(MoviePipelineSetting): ...
+class MoviePipelineImageSequenceOutput_EXR(MoviePipelineSetting):
+    compression: EXRCompressionFormat
+    multilayer: bool
 
 # https://dev.epicgames.com/documentation/en-us/unreal-engine/python-api/class/MoviePipelineGameOverrideSetting?application_version=5.6
 class MoviePipelineGameOverrideSetting(MoviePipelineSetting):

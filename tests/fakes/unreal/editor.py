@@ -20,7 +20,7 @@ from tests.fakes.unreal import host, mrq_render
 from tests.fakes.unreal import namespace as fu
 
 # the scripts' own modules (unreal/): imported again by each run, against this fake
-SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_sequence")
+SCRIPT_MODULES = ("ue_frame", "ue_paths", "ue_engine", "ue_publish", "ue_layers", "ue_sequence")
 
 
 class FakeEditor:

@@ -8,7 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.fakes.unreal.objects import Object
-from tests.fakes.unreal.structs import DirectoryPath, FrameRate, IntPoint, SoftObjectPath
+from tests.fakes.unreal.structs import (
+    DirectoryPath,
+    FrameRate,
+    IntPoint,
+    SoftObjectPath,
+    _Enum,
+)
 
 
 class MoviePipeline(Object):
@@ -51,8 +57,52 @@ class MoviePipelineCameraSetting(MoviePipelineSetting):
         self.render_all_cameras = False
 
 
+class MoviePipelinePostProcessPass:
+    """FMoviePipelinePostProcessPass (a struct)."""
+
+    def __init__(self, enabled: bool = False, name: str = "", material: Any = None,
+                 high_precision_output: bool = False):
+        self.enabled, self.name, self.material = enabled, name, material
+        self.high_precision_output = high_precision_output
+
+
+# MRQ's constructor pre-seeds its own (disabled) post-process passes (MoviePipelineDeferredPasses)
+DEFAULT_DEPTH = "/MovieRenderPipeline/Materials/MovieRenderQueue_WorldDepth"
+DEFAULT_MOTION_VECTORS = "/MovieRenderPipeline/Materials/MovieRenderQueue_MotionVectors"
+
+
 class MoviePipelineDeferredPassBase(MoviePipelineSetting):
-    pass
+    def __init__(self) -> None:
+        super().__init__()
+        self.render_main_pass = True
+        self.disable_multisample_effects = False
+        self.additional_post_process_materials: list[MoviePipelinePostProcessPass] = [
+            MoviePipelinePostProcessPass(False, "", DEFAULT_DEPTH, True),
+            MoviePipelinePostProcessPass(False, "", DEFAULT_MOTION_VECTORS, False)]
+
+
+class MoviePipelineObjectIdPassIdType:
+    FULL = _Enum("FULL")
+    MATERIAL = _Enum("MATERIAL")
+    ACTOR = _Enum("ACTOR")
+    ACTOR_WITH_HIERARCHY = _Enum("ACTOR_WITH_HIERARCHY")
+    FOLDER = _Enum("FOLDER")
+    LAYER = _Enum("LAYER")
+
+
+class MoviePipelineObjectIdRenderPass(MoviePipelineSetting):
+    def __init__(self) -> None:
+        super().__init__()
+        self.id_type: Any = MoviePipelineObjectIdPassIdType.FULL
+        self.include_translucent_objects = False
+
+
+class EXRCompressionFormat:
+    NONE = _Enum("NONE")
+    PIZ = _Enum("PIZ")
+    ZIP = _Enum("ZIP")
+    DWAA = _Enum("DWAA")
+    DWAB = _Enum("DWAB")
 
 
 class MoviePipelineImageSequenceOutput_PNG(MoviePipelineSetting):  # noqa: N801
@@ -60,7 +110,10 @@ class MoviePipelineImageSequenceOutput_PNG(MoviePipelineSetting):  # noqa: N801
 
 
 class MoviePipelineImageSequenceOutput_EXR(MoviePipelineSetting):  # noqa: N801
-    pass
+    def __init__(self) -> None:
+        super().__init__()
+        self.compression: Any = EXRCompressionFormat.PIZ
+        self.multilayer = False
 
 
 class MoviePipelineGameOverrideSetting(MoviePipelineSetting):

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 from typing import Any, Protocol
 
+from tests.fakes.unreal import mrq_layers
 from tests.fakes.unreal import namespace as fu
 
 
@@ -144,6 +145,9 @@ def _render_frame(ed: RenderHost, job: fu.MoviePipelineExecutorJob,
             loc, rot = b.object.location, b.object.rotation
         cc = b.object.get_cine_camera_component()
         hfov = 2 * math.atan(cc.filmback.sensor_width / (2 * cc.current_focal_length))
+        if mrq_layers.has_layer_passes(job):  # EXR passes of a ground-truth job
+            mrq_layers.write_frame(ed, job, b.object.label, loc, rot, hfov, W, H, k)
+            continue
         img, n_body = depth_picture(ed.engine, loc, rot, hfov, W, H, bodies)
         ed.world_states.append({"kind": "picture", "job": job.job_name, "frame": k,
                                 "camera": b.object.label, "character_pixels": n_body,

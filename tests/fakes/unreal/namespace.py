@@ -21,7 +21,20 @@ from tests.fakes.unreal.frame import (  # noqa: F401 - the unreal namespace
 from tests.fakes.unreal.host import (  # noqa: F401 - the unreal namespace
     FakeCrash,
 )
+from tests.fakes.unreal.materials import (  # noqa: F401 - the unreal namespace
+    BlendableLocation,
+    Material,
+    MaterialDomain,
+    MaterialEditingLibrary,
+    MaterialExpression,
+    MaterialExpressionSceneTexture,
+    MaterialFactoryNew,
+    MaterialInterface,
+    MaterialProperty,
+    SceneTextureId,
+)
 from tests.fakes.unreal.movie_pipeline import (  # noqa: F401 - the unreal namespace
+    EXRCompressionFormat,
     MoviePipeline,
     MoviePipelineAntiAliasingSetting,
     MoviePipelineCameraSetting,
@@ -32,8 +45,11 @@ from tests.fakes.unreal.movie_pipeline import (  # noqa: F401 - the unreal names
     MoviePipelineGameOverrideSetting,
     MoviePipelineImageSequenceOutput_EXR,
     MoviePipelineImageSequenceOutput_PNG,
+    MoviePipelineObjectIdPassIdType,
+    MoviePipelineObjectIdRenderPass,
     MoviePipelineOutputSetting,
     MoviePipelinePIEExecutor,
+    MoviePipelinePostProcessPass,
     MoviePipelinePrimaryConfig,
     MoviePipelineQueue,
     MoviePipelineSetting,

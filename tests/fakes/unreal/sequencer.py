@@ -187,9 +187,11 @@ class AssetTools(Object):
             ed.write_log("LogAssetTools", "Warning: ", f"An asset already exists at location "
                          f"{package_path}")
             return None
-        seq = asset_class(asset_name, path)
-        ed.assets[path] = ed.sequences[path] = seq
-        return seq
+        made = asset_class(asset_name, path)
+        ed.assets[path] = made
+        if isinstance(made, LevelSequence):
+            ed.sequences[path] = made
+        return made
 
 
 class AssetToolsHelpers:
