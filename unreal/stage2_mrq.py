@@ -85,15 +85,8 @@ def configure_job(job: unreal.MoviePipelineExecutorJob, settings: dict, ucfg: di
                   out_dir: Path, fps: int) -> dict:
     """MRQ settings from the render config; returns what was set (recorded in rendered.jsonl)."""
     cfg = job.get_configuration()
-    out = cfg.find_or_add_setting_by_class(unreal.MoviePipelineOutputSetting)
-    out.output_directory = unreal.DirectoryPath(str(out_dir))
-    out.file_name_format = FILE_NAME_FORMAT
-    out.output_resolution = unreal.IntPoint(int(settings["width"]), int(settings["height"]))
-    out.zero_pad_frame_numbers = 6
-    out.use_custom_frame_rate = True
-    out.output_frame_rate = unreal.FrameRate(fps, 1)
-    out.override_existing_output = True
-    out.flush_disk_writes_per_shot = True
+    ue_layers.set_output(cfg, out_dir, FILE_NAME_FORMAT, int(settings["width"]),
+                         int(settings["height"]), fps)
     aa = cfg.find_or_add_setting_by_class(unreal.MoviePipelineAntiAliasingSetting)
     aa.spatial_sample_count = int(settings["spatial_samples"])
     aa.temporal_sample_count = int(settings["temporal_samples"])

@@ -101,6 +101,23 @@ def materials(buffers: tuple[str, ...], log: Any) -> dict[str, unreal.Material]:
     return {b: post_process_material(b, log) for b in buffers if b in POST_PROCESS}
 
 
+def set_output(cfg: unreal.MoviePipelinePrimaryConfig, out_dir: Path, file_name_format: str,
+               width: int, height: int, fps: int) -> unreal.MoviePipelineOutputSetting:
+    """MRQ's output setting as both Stage II jobs (RGB and ground truth) use it: our folder,
+    names and size, the trajectory's frame rate, frames zero-padded to 6, existing files
+    overwritten (a retry) and flushed per shot."""
+    out = cfg.find_or_add_setting_by_class(unreal.MoviePipelineOutputSetting)
+    out.output_directory = unreal.DirectoryPath(str(out_dir))
+    out.file_name_format = file_name_format
+    out.output_resolution = unreal.IntPoint(width, height)
+    out.zero_pad_frame_numbers = 6
+    out.use_custom_frame_rate = True
+    out.output_frame_rate = unreal.FrameRate(fps, 1)
+    out.override_existing_output = True
+    out.flush_disk_writes_per_shot = True
+    return out
+
+
 def configure_job(job: unreal.MoviePipelineExecutorJob, width: int, height: int, fps: int,
                   out_dir: Path, buffers: tuple[str, ...],
                   mats: dict[str, unreal.Material]) -> dict:
@@ -109,15 +126,7 @@ def configure_job(job: unreal.MoviePipelineExecutorJob, width: int, height: int,
     (nothing in these buffers builds up over frames), lossless 32-bit EXR per pass and frame.
     Returns what was set (recorded in rendered.jsonl)."""
     cfg = job.get_configuration()
-    out = cfg.find_or_add_setting_by_class(unreal.MoviePipelineOutputSetting)
-    out.output_directory = unreal.DirectoryPath(str(out_dir))
-    out.file_name_format = FILE_NAME_FORMAT
-    out.output_resolution = unreal.IntPoint(width, height)
-    out.zero_pad_frame_numbers = 6
-    out.use_custom_frame_rate = True
-    out.output_frame_rate = unreal.FrameRate(fps, 1)
-    out.override_existing_output = True
-    out.flush_disk_writes_per_shot = True
+    set_output(cfg, out_dir, FILE_NAME_FORMAT, width, height, fps)
     aa = cfg.find_or_add_setting_by_class(unreal.MoviePipelineAntiAliasingSetting)
     aa.spatial_sample_count = 1
     aa.temporal_sample_count = 1

@@ -88,22 +88,15 @@ def bodies(ed: Any) -> list[tuple[str, tuple[float, float, float, float, float]]
 
 
 def _cylinder(o: tuple, d: tuple, body: tuple) -> tuple[float, tuple] | None:
-    x, y, z, r, h = body
-    ox, oy = o[0] - x, o[1] - y
-    a = d[0] * d[0] + d[1] * d[1]
-    if a < 1e-12:
+    """The RGB job's ray-body hit (mrq_render._ray_body) with the side's outward normal."""
+    from tests.fakes.unreal.mrq_render import _ray_body  # mrq_render imports this module
+
+    t = _ray_body(o, d, body)
+    if t is None:
         return None
-    b = 2 * (ox * d[0] + oy * d[1])
-    c = ox * ox + oy * oy - r * r
-    disc = b * b - 4 * a * c
-    if disc < 0:
-        return None
-    for t in sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a))):
-        if t > 1e-6 and z <= o[2] + t * d[2] <= z + h:
-            px, py = ox + t * d[0], oy + t * d[1]
-            n = math.hypot(px, py) or 1.0
-            return t, (px / n, py / n, 0.0)
-    return None
+    px, py = o[0] - body[0] + t * d[0], o[1] - body[1] + t * d[1]
+    n = math.hypot(px, py) or 1.0
+    return t, (px / n, py / n, 0.0)
 
 
 def _offsets(n: int) -> list[tuple[float, float]]:
