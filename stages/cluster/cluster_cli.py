@@ -239,7 +239,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         row = {"node": n, "store": {"ok": ok, "detail": detail}, "monitor": m,
                "uploader": uploader_view(p["root"]), "slots": slots_view(p["root"]),
                "lease": lease_view(alloc, n)}
-        row["needs"] = needs_person(row)
+        row["needs"] = needs_person(row, cfg.monitor.backlog_alert_s)
         rows.append(row)
     print(health_table(mon_rows))
     print()

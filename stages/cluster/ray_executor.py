@@ -13,7 +13,7 @@ move to the others, its units are leased again), counts what it had finished but
 (delivered trajectories are read from the store before each unit).
 
 A runner whose *process* dies (a Ray worker crash) is not a lost node: the actor restarts
-(``max_restarts=RUNNER_RESTARTS``) on its node, and the driver tells the two apart by asking
+(``cluster.runner_restarts`` times) on its node, and the driver tells the two apart by asking
 Ray whether the node (its raylet) is alive and the restarted runner whether its disk is
 readable. A process crash lets its leases go and the runner leases again, keeping its levels
 and what its disk holds. The uploader is supervised (:mod:`.upload_supervisor`): restarted
@@ -43,8 +43,6 @@ from .uploader import COMPLETION, eligible, parse_delivery_key
 
 NODE_RES = "wmforge_node_"
 RUNNER_PREFIX = "wmforge-node-"
-RUNNER_RESTARTS = 3  # a runner actor's process restarted this often, then its node is out
-UPLOADER_POISON = 5  # uploader crashes in a row that mean it cannot get past one
 
 
 def node_resource(node: str) -> str:
@@ -235,9 +233,10 @@ class NodeRunnerService:
         ucfg = self.cfg.upload
         self.uploader = Supervisor(
             self._upload_argv(), dict(os.environ), self.paths["root"] / "uploader.log",
-            self.paths["root"] / "uploader.json", backoff_s=min(1.0, ucfg.backoff_max_s),
-            backoff_max_s=ucfg.backoff_max_s, poison_after=UPLOADER_POISON,
-            note=self.log).start()
+            self.paths["root"] / "uploader.json",
+            backoff_s=min(ucfg.restart_backoff_s, ucfg.backoff_max_s),
+            backoff_max_s=ucfg.backoff_max_s, poison_after=ucfg.poison_after,
+            stable_s=ucfg.stable_s, note=self.log).start()
 
     def _unit(self, ls: dict, delivered: set) -> Any:
         if self.job.unit_kind != "level":
@@ -318,12 +317,13 @@ class NodeRunnerService:
                 self.trajectories += n
             self.units_done += len(leases)
 
-    def _finish_uploads(self, timeout_s: float = 600.0) -> dict:
-        """Wait until the uploader delivered everything finished here (or gave up), then stop
-        it. Never raises: what is still local is returned, with why and the command that
-        delivers it."""
+    def _finish_uploads(self, timeout_s: float | None = None) -> dict:
+        """Wait until the uploader delivered everything finished here (or gave up; at most
+        ``upload.end_wait_s``), then stop it. Never raises: what is still local is returned,
+        with why and the command that delivers it."""
         if self.uploader is None:
             return {}
+        timeout_s = self.cfg.upload.end_wait_s if timeout_s is None else timeout_s
         renders = self.paths["renders"]
         deadline = time.monotonic() + timeout_s
         while (time.monotonic() < deadline and not self.uploader.gave_up
@@ -395,11 +395,11 @@ def _node_alive(nid: str) -> bool:
     return any(n["NodeID"] == nid and n.get("Alive") for n in ray.nodes())
 
 
-def classify_death(actor: Any, nid: str, wait_s: float = 60.0) -> str:
+def classify_death(actor: Any, nid: str, wait_s: float, dead_s: float) -> str:
     """Why a runner actor's call failed: ``process`` (its worker process died; Ray restarted
     it on the node, whose raylet is alive and whose disk the new process reads), ``node`` (the
     raylet is gone, or the disk with it), or ``runner`` (the node lives but the runner will
-    not come back: its restarts are used up)."""
+    not come back: its restarts are used up, Ray has reported it dead for ``dead_s``)."""
     import ray
 
     deadline = time.monotonic() + wait_s
@@ -417,14 +417,14 @@ def classify_death(actor: Any, nid: str, wait_s: float = 60.0) -> str:
         except ray.exceptions.ActorDiedError:
             # dead for good: because its node died (Ray may not know yet) or restarts ran out
             dead_since = time.monotonic() if dead_since is None else dead_since
-            if time.monotonic() - dead_since > 20.0:
+            if time.monotonic() - dead_since > dead_s:
                 return "runner"
             time.sleep(0.5)
         except ray.exceptions.RayActorError:
             time.sleep(0.5)  # unavailable while it restarts
         except ray.exceptions.RayError:
             dead_since = time.monotonic() if dead_since is None else dead_since
-            if time.monotonic() - dead_since > 20.0:
+            if time.monotonic() - dead_since > dead_s:
                 return "runner"
             time.sleep(0.5)
     return "node" if not _node_alive(nid) else "runner"
@@ -465,7 +465,7 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     for name, nid in sorted(nodes.items()):
         pin = NodeAffinitySchedulingStrategy(nid, soft=False)
         actor = Actor.options(name=f"{RUNNER_PREFIX}{name}", namespace=NAMESPACE, num_cpus=0,
-                              max_restarts=RUNNER_RESTARTS,
+                              max_restarts=cfg.cluster.runner_restarts,
                               scheduling_strategy=pin).remote(name, job)
         refs[actor.run.remote()] = name
         actors.append(actor)
@@ -515,7 +515,8 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
                 ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError,
                 ray.exceptions.ActorUnschedulableError) as exc:
             # ActorUnschedulableError: restarted, but pinned to a node that is gone
-            kind = classify_death(by_name[name], nodes[name])
+            kind = classify_death(by_name[name], nodes[name], cfg.cluster.death_check_s,
+                                  cfg.cluster.dead_runner_s)
             if kind == "process":
                 crashes[name] = crashes.get(name, 0) + 1
                 back = ray.get(alloc.release.remote(name))

@@ -40,10 +40,12 @@ def last_line(log: Path, limit: int = 300) -> str:
 class Supervisor:
     """Keeps one process (``argv``) running; see the module docstring."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path, state_path: Path,
-                 backoff_s: float = 1.0, backoff_max_s: float = 60.0, poison_after: int = 5,
-                 stable_s: float = 60.0, spawn: Callable[..., subprocess.Popen] | None = None,
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, state_path: Path, *,
+                 backoff_s: float, backoff_max_s: float, poison_after: int, stable_s: float,
+                 spawn: Callable[..., subprocess.Popen] | None = None,
                  note: Callable[[str], Any] = lambda m: None):
+        """The limits come from ``upload.*`` (``restart_backoff_s``, ``backoff_max_s``,
+        ``poison_after``, ``stable_s``)."""
         from .lifetimes import spawn_group
 
         self.argv, self.env, self.log, self.state_path = argv, env, log, state_path
