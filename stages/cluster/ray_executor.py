@@ -179,6 +179,9 @@ class NodeRunnerService:
         self.units_done = 0
         self.trajectories = 0
         self.starts = self._count_start()
+        # trajectories the store said were delivered (read before each lease); used while the
+        # store does not answer (delivered ones are never undelivered)
+        self.delivered_seen: set[tuple[str, str, str]] = set()
 
     def _count_start(self) -> int:
         """How often this runner's process started (Ray reruns __init__ after a crash)."""
@@ -301,9 +304,7 @@ class NodeRunnerService:
                     break
                 time.sleep(self.job.poll_s)
                 continue
-            delivered = (delivered_in_store(store, self.cfg.upload.prefix,
-                                            [x["level_id"] for x in leases])
-                         if store is not None else set())
+            delivered = self._delivered(store, [x["level_id"] for x in leases])
             # what this disk already holds (finished, not delivered yet) is not made again
             have = delivered | set(finished(renders))
             units = [self._unit(ls, have) for ls in leases]
@@ -316,6 +317,24 @@ class NodeRunnerService:
                 ray.get(alloc.complete.remote(ls["lease_id"], self.node, n))
                 self.trajectories += n
             self.units_done += len(leases)
+
+    def _delivered(self, store: Any, level_ids: list[str]) -> set[tuple[str, str, str]]:
+        """What the store holds of these levels. A store that does not answer stops neither
+        the node nor the run: the units run on what is known (delivered as last read, and what
+        this disk finished), their trajectories wait on this disk for the uploader (the disk
+        monitor drains the node before the disk fills), and a copy the store already had is
+        found by delivery-exactly-once and never written twice."""
+        from .s3_store import StoreUnreachable
+
+        if store is None:
+            return set()
+        try:
+            got = delivered_in_store(store, self.cfg.upload.prefix, level_ids)
+        except StoreUnreachable as exc:
+            self.log(f"store unreachable ({exc}); running {level_ids} on what this node knows")
+            return set(self.delivered_seen)
+        self.delivered_seen |= got
+        return got
 
     def _finish_uploads(self, timeout_s: float | None = None) -> dict:
         """Wait until the uploader delivered everything finished here (or gave up; at most
@@ -367,7 +386,11 @@ class MonitorService:
     def loop(self) -> int:
         n = 0
         while not self._stop.wait(0 if n == 0 else self.job.cfg.monitor.interval_s):
-            self.round()
+            try:
+                self.round()
+            except Exception as exc:  # noqa: BLE001 - a round that fails (the allocator
+                # restarting, a disk that vanished) must not end the monitoring: next round
+                self.rounds = (self.rounds + [{"node": self.node, "error": repr(exc)}])[-20:]
             n += 1
         return n
 
@@ -436,7 +459,7 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from .s3_store import S3Store
+    from .s3_store import S3Store, StoreUnreachable
 
     cfg = job.cfg
     # on the head node: removing a worker node must not take the allocator with it
@@ -483,9 +506,14 @@ def run_cluster(job: NodeJob, pools_rows: list[dict], log: Callable[[str], Any] 
     def gone(name: str, why: str, label: str) -> None:
         moved = ray.get(alloc.leave.remote(name))
         lost: list[str] = []
+        renders = node_paths(job.work_root, name)["renders"]
         if job.upload:
-            lost = finished_not_delivered(node_paths(job.work_root, name)["renders"],
-                                          S3Store(cfg.upload), cfg.upload.prefix)
+            try:
+                lost = finished_not_delivered(renders, S3Store(cfg.upload), cfg.upload.prefix)
+            except StoreUnreachable as exc:  # counted from its disk: every one not tombstoned
+                lost = [d.relative_to(renders).as_posix() for d, _ in eligible(renders, 0.0)]
+                log(f"cluster: store unreachable ({exc}): node {name}'s lost trajectories "
+                    "counted from its disk")
         ray.get(alloc.report_lost.remote(name, len(lost)))
         # units it completed before its uploads were delivered go back (a re-run makes
         # only what the store lacks); nodes that already stopped take them up again
