@@ -61,7 +61,8 @@ class Supervisor:
         self.error = ""
         self._started = 0.0
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        # held while a change is set and written: what gave_up / state() say is on disk
+        self._lock = threading.RLock()
         self._thread = threading.Thread(target=self._watch, name="upload-supervisor",
                                         daemon=True)
 
@@ -85,11 +86,12 @@ class Supervisor:
         with self._lock:
             for k, v in kw.items():
                 setattr(self, k, v)
-        self._write()
+            self._write()
 
     @property
     def gave_up(self) -> bool:
-        return self.status in ("poisoned", "failed")
+        with self._lock:
+            return self.status in ("poisoned", "failed")
 
     # -------------------------------------------------------------- life
 
