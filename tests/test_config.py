@@ -58,6 +58,28 @@ def test_wrong_type_names_the_key():
         load_params(PARAMS_PATH, ["inventory.capsule_safety=lots"])
 
 
+@pytest.mark.parametrize("key,bad,says", [
+    ("cluster.runner_restarts", "-1", "a count >= 0"),
+    ("cluster.death_check_s", "0", "seconds > 0"),
+    ("cluster.dead_runner_s", "90", "<= cluster.death_check_s (60.0)"),
+    ("upload.restart_backoff_s", "0", "seconds > 0"),
+    ("upload.poison_after", "0", "a count >= 1"),
+    ("upload.stable_s", "-5", "seconds > 0"),
+    ("upload.end_wait_s", "0", "seconds > 0"),
+    ("monitor.backlog_alert_s", "0", "seconds > 0"),
+])
+def test_cluster_limits_are_config_keys_checked_at_start_up(key, bad, says):
+    """The executor's limits (runner restarts, uploader poison, waits, the backlog alert) are
+    keys of the one schema, in params.yaml, and an out-of-range value names the key."""
+    group, name = key.split(".")
+    default = getattr(getattr(WmforgeConfig(), group), name)
+    assert OmegaConf.load(PARAMS_PATH)[group][name] == default
+    assert getattr(getattr(load_params(PARAMS_PATH, [f"{key}=30"]), group), name) == 30
+    with pytest.raises(ConfigError) as e:
+        load_params(PARAMS_PATH, [f"{key}={bad}"])
+    assert f"{key} " in str(e.value) and says in str(e.value), str(e.value)
+
+
 def test_shadow_taps_must_be_a_power_of_two_up_to_8():
     """The shader cycles a pixel's taps with a bit mask over its samples."""
     assert load_params(PARAMS_PATH, ["render.shadow_pcf_taps=8"]).render.shadow_pcf_taps == 8

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .allocator_policy import AllocatorPolicy
+from .allocator_policy import READABLE_VERSIONS, STATE_VERSION, AllocatorPolicy
 
 ACTOR_NAME = "wmforge-allocator"
 NAMESPACE = "wmforge"
@@ -45,15 +45,46 @@ def _differs(have: dict, want: dict) -> str:
     return ", ".join(f"{k} {have.get(k)!r} (this run: {want.get(k)!r})" for k in keys)
 
 
-def check_state_file(state_path: str, identity: dict) -> None:
-    """Raise :class:`OtherRunError` when the state file holds another run's allocator."""
+def _v1_mismatch(raw: dict, pools_rows: list[dict], identity: dict) -> str:
+    """What of a version-1 state file (no identity) differs from this run ("" when nothing):
+    its levels and their nodes (pass 0 of the pools), passes and seed."""
+    owner = {str(r["level_id"]): str(r["node"]) for r in pools_rows if int(r["pass"]) == 0}
+    out = []
+    if dict(raw.get("owner", {})) != owner or sorted(raw.get("levels", [])) != sorted(owner):
+        out.append(f"pools ({len(raw.get('levels', []))} levels in the file, "
+                   f"{len(owner)} in this run, or bound to other nodes)")
+    for k in ("passes", "seed"):
+        if raw.get(k) != identity.get(k):
+            out.append(f"{k} {raw.get(k)!r} (this run: {identity.get(k)!r})")
+    return ", ".join(out)
+
+
+def check_state_file(state_path: str, identity: dict, pools_rows: list[dict] | None = None
+                     ) -> None:
+    """Raise :class:`OtherRunError` when the state file holds another run's allocator, or a
+    schema version this code does not read (see ``STATE_VERSION`` for the migration)."""
     p = Path(state_path)
     if not p.exists():
         return
     try:
-        have = json.loads(p.read_text()).get("identity")
+        raw = json.loads(p.read_text())
     except (OSError, ValueError) as exc:
         raise OtherRunError(f"allocator state {p}: unreadable ({exc})") from None
+    version = raw.get("version")
+    if version not in READABLE_VERSIONS:
+        raise OtherRunError(
+            f"allocator state {p}: schema version {version!r}; this wmforge reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}: use the wmforge that wrote it, or "
+            "remove that file to start over (delivered trajectories are never made again)")
+    have = raw.get("identity")
+    if version == 1 and have is None and pools_rows is not None:
+        problem = _v1_mismatch(raw, pools_rows, identity)
+        if problem:
+            raise OtherRunError(
+                f"allocator state {p} is schema version 1 (it names no run) and differs from "
+                f"this run: {problem}: set cluster.allocator_state to a new file for this run, "
+                "or remove that file to start over")
+        return
     if have is not None and have != identity:
         raise OtherRunError(
             f"allocator state {p} belongs to another run ({_differs(have, identity)}): set "
@@ -70,13 +101,17 @@ class AllocatorService:
         self.path = Path(state_path)
         self.lock = threading.RLock()
         if identity is not None:
-            check_state_file(state_path, identity)
+            check_state_file(state_path, identity, pools_rows)
         self.identity = identity
+        self.migrated_from: int | None = None
         if self.path.exists():
             raw = json.loads(self.path.read_text())
             self.policy = AllocatorPolicy.from_dict(raw)
             self.identity = identity or raw.get("identity")
             self.restored = True
+            if raw.get("version") != STATE_VERSION:  # read as this run's: written back now
+                self.migrated_from = raw.get("version")
+                self._save()
         else:
             self.policy = AllocatorPolicy.from_pools(pools_rows, passes, seed, lease_s)
             self.restored = False
@@ -171,7 +206,7 @@ class AllocatorService:
                     "leases": [ls.__dict__.copy() for ls in p.leases.values()],
                     "done": sorted(f"{lv}#{ps}" for lv, ps in p.done),
                     "balance": p.balance(), "http": self.address, "identity": self.identity,
-                    "state_path": str(self.path)}
+                    "state_path": str(self.path), "migrated_from": self.migrated_from}
 
     def ping(self) -> int:
         return os.getpid()
@@ -205,7 +240,7 @@ def get_allocator(state_path: str, pools_rows: list[dict], passes: int, seed: in
 
     if identity is not None:
         _retire_other_run(identity)
-        check_state_file(state_path, identity)
+        check_state_file(state_path, identity, pools_rows)
     cls = ray.remote(AllocatorService)
     where = ({"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)}
              if node_id else {})

@@ -17,7 +17,17 @@ from dataclasses import asdict, dataclass, field
 
 from .pool_plan import assign, pass_order
 
-STATE_VERSION = 1
+# Schema of the allocator's state file (``cluster.allocator_state``), written by
+# :mod:`.allocator_actor` from :meth:`AllocatorPolicy.to_dict`.
+# Version 2: the file names the run it belongs to (``identity``: pools hash, passes, seed, the
+# state file, the store; :func:`.allocator_actor.run_identity`), null before a run set it.
+# Migration from version 1 (no ``identity``; the policy's keys are the same): a version-1 file
+# is read when its levels, their binding to nodes, passes and seed are this run's pools, and
+# written back as version 2 with this run's identity; otherwise it is refused, naming the file
+# (remove it to start over, or set ``cluster.allocator_state`` to a new file). A version-1
+# file that already holds an ``identity`` (written between the two versions) is checked by it.
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -228,9 +238,9 @@ class AllocatorPolicy:
 
     @classmethod
     def from_dict(cls, d: dict) -> AllocatorPolicy:
-        if d.get("version") != STATE_VERSION:
-            raise ValueError(f"allocator state version {d.get('version')!r}: expected "
-                             f"{STATE_VERSION}")
+        if d.get("version") not in READABLE_VERSIONS:
+            raise ValueError(f"allocator state version {d.get('version')!r}: expected one of "
+                             f"{READABLE_VERSIONS}")
         return cls(list(d["levels"]), list(d["nodes"]), int(d["passes"]), int(d["seed"]),
                    float(d["lease_s"]), owner=dict(d["owner"]),
                    done={(str(lv), int(p)) for lv, p in d["done"]},

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError, WmforgeConfig, load_params
-from ..engine.process_tree import process_tree
+from .session_procs import SESSION_ENV, stop_session
 
 # `run --standin`: the units come from the stand-in renderer of the tests, named by its import
 # path and imported by the Ray workers, never here (so only from a checkout: run from its root)
@@ -239,7 +239,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         row = {"node": n, "store": {"ok": ok, "detail": detail}, "monitor": m,
                "uploader": uploader_view(p["root"]), "slots": slots_view(p["root"]),
                "lease": lease_view(alloc, n)}
-        row["needs"] = needs_person(row)
+        row["needs"] = needs_person(row, cfg.monitor.backlog_alert_s)
         rows.append(row)
     print(health_table(mon_rows))
     print()
@@ -279,27 +279,8 @@ def cmd_down(args: argparse.Namespace) -> int:
                   "(their units are leased again by the next run: state kept in "
                   f"{cfg.cluster.allocator_state})")
             ray.shutdown()
-    stopped: set[int] = set()
-    for _ in range(3):  # a raylet may start a worker while we stop: look again
-        pids = [p for p in _with_descendants(_session_pids(session.get("session_dir", ""),
-                                                           session.get("marker", "")))
-                if p not in stopped]
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.3)
-        for pid in pids:
-            if _alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-        stopped |= set(pids)
-        time.sleep(0.5)
-    survivors = [p for p in stopped | set(_with_descendants(_session_pids(
-        session.get("session_dir", ""), session.get("marker", "")))) if _alive(p)]
+    stopped, survivors = stop_session(session.get("session_dir", ""),
+                                      session.get("marker", ""))
     if survivors:
         print(f"error: {len(survivors)} process(es) of this Ray session survived: "
               f"{survivors[:10]}", file=sys.stderr)
@@ -307,46 +288,6 @@ def cmd_down(args: argparse.Namespace) -> int:
     sess_f.unlink(missing_ok=True)
     print(f"cluster: stopped {len(stopped)} Ray process(es) of this session; none left")
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return st not in ("Z", "X")
-
-
-SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray session
-
-
-def _with_descendants(pids: list[int]) -> list[int]:
-    """``pids`` and every process below them (this process left out). Ray's agents retitle
-    themselves and their title overwrites the memory /proc shows as their command line *and*
-    environment, so they are found as children of their raylet (collected before anything is
-    stopped)."""
-    return process_tree(pids, exclude=os.getpid())
-
-
-def _session_pids(session_dir: str, marker: str = "") -> list[int]:
-    """Processes of this Ray session: their environment carries the session's marker (set by
-    `up`, inherited by every Ray process) or their command line names its folder. A process
-    that retitled itself may show neither: :func:`_with_descendants` adds those."""
-    if not session_dir and not marker:
-        return []
-    mark = f"{SESSION_ENV}={marker}".encode()
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            env = (d / "environ").read_bytes().split(b"\0") if marker else []
-        except OSError:
-            continue
-        if (session_dir and session_dir in cmd) or (marker and mark in env):
-            out.append(int(d.name))
-    return out
 
 
 def cmd_s3_local(args: argparse.Namespace) -> int:

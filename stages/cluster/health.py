@@ -19,8 +19,6 @@ from .lifetimes import pid_alive
 from .monitors import GPU_BAD
 from .uploader import backlog
 
-BACKLOG_OLD_S = 1800.0  # a finished trajectory still local after this long needs a person
-
 
 def real_nodes(work: Path) -> list[str]:
     """Node folders under ``work``: those a node runner made."""
@@ -83,8 +81,9 @@ def lease_view(alloc: dict | None, node: str, now: float | None = None) -> dict:
     return {"leases": len(mine), "oldest_s": round(max(ages), 1) if ages else 0.0}
 
 
-def needs_person(row: dict) -> list[str]:
-    """Why this node needs a person (empty: nothing)."""
+def needs_person(row: dict, backlog_alert_s: float) -> list[str]:
+    """Why this node needs a person (empty: nothing); a finished trajectory still local after
+    ``backlog_alert_s`` (``monitor.backlog_alert_s``) is one reason."""
     out = []
     if not row["store"]["ok"]:
         out.append("store not answering")
@@ -93,7 +92,7 @@ def needs_person(row: dict) -> list[str]:
         out.append(f"uploader {up['status']}")
     elif up["backlog"] and up["status"] not in ("running", "restarting"):
         out.append(f"{up['backlog']} finished trajectories local, no uploader")
-    if up["backlog"] and up["oldest_s"] > BACKLOG_OLD_S:
+    if up["backlog"] and up["oldest_s"] > backlog_alert_s:
         out.append(f"backlog {up['oldest_s']:.0f} s old")
     bad = sorted({g["reason"] for g in row["monitor"]["gpus"] if g["reason"] in GPU_BAD})
     out += [f"gpu {r}" for r in bad]

@@ -40,10 +40,12 @@ def last_line(log: Path, limit: int = 300) -> str:
 class Supervisor:
     """Keeps one process (``argv``) running; see the module docstring."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log: Path, state_path: Path,
-                 backoff_s: float = 1.0, backoff_max_s: float = 60.0, poison_after: int = 5,
-                 stable_s: float = 60.0, spawn: Callable[..., subprocess.Popen] | None = None,
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path, state_path: Path, *,
+                 backoff_s: float, backoff_max_s: float, poison_after: int, stable_s: float,
+                 spawn: Callable[..., subprocess.Popen] | None = None,
                  note: Callable[[str], Any] = lambda m: None):
+        """The limits come from ``upload.*`` (``restart_backoff_s``, ``backoff_max_s``,
+        ``poison_after``, ``stable_s``)."""
         from .lifetimes import spawn_group
 
         self.argv, self.env, self.log, self.state_path = argv, env, log, state_path
@@ -59,7 +61,8 @@ class Supervisor:
         self.error = ""
         self._started = 0.0
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        # held while a change is set and written: what gave_up / state() say is on disk
+        self._lock = threading.RLock()
         self._thread = threading.Thread(target=self._watch, name="upload-supervisor",
                                         daemon=True)
 
@@ -67,24 +70,23 @@ class Supervisor:
 
     def state(self) -> dict:
         with self._lock:
-            return self._state()
+            return {"status": self.status, "pid": self.proc.pid if self.proc else None,
+                    "restarts": self.restarts, "crashes_in_a_row": self.crashes_in_a_row,
+                    "last_exit": self.last_exit, "error": self.error, "log": str(self.log),
+                    "updated": time.time()}
 
-    def _state(self) -> dict:
-        return {"status": self.status, "pid": self.proc.pid if self.proc else None,
-                "restarts": self.restarts, "crashes_in_a_row": self.crashes_in_a_row,
-                "last_exit": self.last_exit, "error": self.error, "log": str(self.log),
-                "updated": time.time()}
+    def _write(self) -> None:
+        st = self.state()
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(st, sort_keys=True))
+        tmp.replace(self.state_path)
 
     def _set(self, **kw: Any) -> None:
-        """Change the state and write its file under one lock: whoever sees the new status
-        (``gave_up``, ``state()``) finds the file already saying it."""
         with self._lock:
             for k, v in kw.items():
                 setattr(self, k, v)
-            self.state_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.state_path.with_name(f".{self.state_path.name}.{os.getpid()}")
-            tmp.write_text(json.dumps(self._state(), sort_keys=True))
-            tmp.replace(self.state_path)
+            self._write()
 
     @property
     def gave_up(self) -> bool:

@@ -29,6 +29,14 @@ class ClusterConfig:
     # engine processes run as this unprivileged user when the engine requires it (Unreal
     # refuses root); empty = the runner's own user
     engine_user: str = ""
+    # a runner actor whose process (a Ray worker) crashes is restarted on its node this often;
+    # one crash more and its node leaves the run (its levels move to the others)
+    runner_restarts: int = 3
+    # a runner's call failed: how long the driver waits for the runner to answer again (a
+    # process crash, restarted by Ray) before it counts the runner's node as lost, s
+    death_check_s: float = 60.0
+    # a runner that Ray reports dead this long while its node lives has used up its restarts, s
+    dead_runner_s: float = 20.0
 
 
 @dataclass
@@ -82,6 +90,17 @@ class UploadConfig:
     # seconds between scans; back-off after the store is unreachable doubles up to backoff_max_s
     poll_s: float = 2.0
     backoff_max_s: float = 60.0
+    # an uploader process that died is started again after this long, doubling up to
+    # backoff_max_s, s
+    restart_backoff_s: float = 1.0
+    # crashes in a row after which the uploader is poisoned (a crash it cannot get past: not
+    # started again; `cluster health` needs a person)
+    poison_after: int = 5
+    # an uploader that ran this long before it crashed starts a new count of crashes in a row, s
+    stable_s: float = 60.0
+    # at the end of a run each node waits this long for its uploads, then lists what is still
+    # local, why, and the command that delivers it, s
+    end_wait_s: float = 600.0
     # check each object's size and SHA-256 with head_object before deleting the local file
     # (off only to measure what verification costs; then nothing local is deleted)
     verify: bool = True
@@ -108,6 +127,9 @@ class MonitorConfig:
     cooldown_s: float = 900.0
     # seconds between monitor rounds on each node
     interval_s: float = 30.0
+    # `cluster health`: a finished trajectory still local (not delivered) after this long needs
+    # a person, s
+    backlog_alert_s: float = 1800.0
 
 
 @dataclass

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..core.stage1 import validate_action_config
-from .execution import MonitorConfig, NodeConfig, UnrealConfig, UploadConfig
+from .execution import ClusterConfig, MonitorConfig, NodeConfig, UnrealConfig, UploadConfig
 from .rendering import RESOLUTION_PRESETS
 from .schema import WmforgeConfig
 
@@ -69,7 +69,7 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     try:
         validate_node(obj.node)
         validate_unreal(obj.unreal)
-        validate_cluster_settings(obj.upload, obj.monitor)
+        validate_cluster_settings(obj.upload, obj.monitor, obj.cluster)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     if obj.caption.backend not in ("grounded", "vlm"):
@@ -125,8 +125,31 @@ def bucket_name_problem(name: str) -> str:
     return ""
 
 
-def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig) -> None:
-    """Raise ValueError naming the ``upload.*`` / ``monitor.*`` key that is out of range."""
+def _need(key: str, value: float, ok: bool, expected: str) -> None:
+    if not ok:
+        raise ValueError(f"{key} {value!r}: expected {expected}")
+
+
+def validate_cluster_settings(up: UploadConfig, mon: MonitorConfig,
+                              cl: ClusterConfig | None = None) -> None:
+    """Raise ValueError naming the ``upload.*`` / ``monitor.*`` / ``cluster.*`` key that is
+    out of range."""
+    if cl is not None:
+        _need("cluster.lease_s", cl.lease_s, cl.lease_s > 0, "seconds > 0")
+        _need("cluster.runner_restarts", cl.runner_restarts, cl.runner_restarts >= 0,
+              "a count >= 0 (0: a crashed runner process takes its node out of the run)")
+        _need("cluster.death_check_s", cl.death_check_s, cl.death_check_s > 0, "seconds > 0")
+        _need("cluster.dead_runner_s", cl.dead_runner_s,
+              0 < cl.dead_runner_s <= cl.death_check_s,
+              f"seconds > 0 and <= cluster.death_check_s ({cl.death_check_s})")
+    _need("upload.restart_backoff_s", up.restart_backoff_s, up.restart_backoff_s > 0,
+          "seconds > 0")
+    _need("upload.poison_after", up.poison_after, up.poison_after >= 1,
+          "a count >= 1 (crashes in a row before the uploader is given up)")
+    _need("upload.stable_s", up.stable_s, up.stable_s > 0, "seconds > 0")
+    _need("upload.end_wait_s", up.end_wait_s, up.end_wait_s > 0, "seconds > 0")
+    _need("monitor.backlog_alert_s", mon.backlog_alert_s, mon.backlog_alert_s > 0,
+          "seconds > 0")
     if up.part_mb < 5 or up.multipart_mb < up.part_mb:
         raise ValueError(f"upload.part_mb {up.part_mb} must be >= 5 (S3's minimum part) and "
                          f"upload.multipart_mb {up.multipart_mb} >= upload.part_mb")

@@ -154,7 +154,7 @@ def test_state_round_trips_and_a_restarted_service_reshuffles_nothing(tmp_path):
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(http["http"] + "/nothing", timeout=5)
     svc2._http.shutdown()
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == 2
 
 
 @pytest.fixture
@@ -206,3 +206,43 @@ def test_the_allocator_actor_killed_restarts_with_the_same_pools_and_leases(ray_
     assert ray.get(same.ping.remote()) == pid2
     assert read_http_state(path)["pid"] == pid2
     ray.kill(same, no_restart=True)
+
+
+def test_a_version_1_state_file_is_migrated_for_its_own_run_and_refused_for_another(tmp_path):
+    """State schema 2 names the run (``identity``); a version-1 file (as the code before it
+    wrote one: the policy's keys, no identity) is read and written back as version 2 when its
+    pools, passes and seed are this run's, and refused, naming the file, when they are not."""
+    from stages.cluster.allocator_actor import OtherRunError, run_identity
+
+    rows = build_pools(LEVELS, NODES, 1, seed=7).to_dict("records")
+    path = tmp_path / "alloc" / "state.json"
+    path.parent.mkdir()
+    old = AllocatorPolicy.from_pools(rows, 1, 7, 300.0)
+    held = old.lease("n1", now=time.time())
+    v1 = {**old.to_dict(), "version": 1}
+    path.write_text(json.dumps(v1))
+    ident = run_identity(rows, 1, 7, str(path), "http://s3/b/renders")
+    svc = AllocatorService(str(path), rows, 1, 7, 300.0, identity=ident)
+    try:
+        st = svc.state()
+        assert st["restored"] and st["migrated_from"] == 1
+        assert [ls["lease_id"] for ls in st["leases"]] == [held.lease_id]  # its lease kept
+        on_disk = json.loads(path.read_text())
+        assert on_disk["version"] == 2 and on_disk["identity"] == ident
+    finally:
+        svc._http.shutdown()
+    # a version-1 file of other pools (or another seed): refused, naming the file
+    path.write_text(json.dumps(v1))
+    other = build_pools(LEVELS[:20], NODES, 1, seed=7).to_dict("records")
+    with pytest.raises(OtherRunError) as e:
+        AllocatorService(str(path), other, 1, 8, 300.0,
+                         identity=run_identity(other, 1, 8, str(path), "http://s3/b/renders"))
+    msg = str(e.value)
+    assert str(path) in msg and "schema version 1" in msg and "pools" in msg, msg
+    assert "seed 7 (this run: 8)" in msg and "remove that file" in msg and "\n" not in msg
+    # a version this code does not know: refused, naming the file and the versions it reads
+    path.write_text(json.dumps({**v1, "version": 3}))
+    with pytest.raises(OtherRunError) as e:
+        AllocatorService(str(path), rows, 1, 7, 300.0, identity=ident)
+    assert f"allocator state {path}: schema version 3" in str(e.value), str(e.value)
+    assert "reads versions 1, 2" in str(e.value)

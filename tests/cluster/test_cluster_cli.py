@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -188,8 +189,20 @@ def test_down_leaves_no_process_of_the_session_behind(tmp_path):
         titles = {Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[0] for p in before
                   if Path(f"/proc/{p}/cmdline").exists()}
         assert any(b"Agent" in t for t in titles), titles  # the retitled agents run
+        # include_dashboard is false (params.yaml): Ray 2.60's head starts dashboard.py all the
+        # same (node.py start_head_processes -> start_api_server), but with only its
+        # usage-stats module and no HTTP server: nothing answers at its --port
+        dash = [p for p in before if b"ray/dashboard/dashboard.py" in _cmd(p)]
+        assert len(dash) == 1, [_cmd(p)[:80] for p in before]
+        args = _cmd(dash[0]).split(b"\0")
+        assert b"--disable-frontend" in args and b"--modules-to-load=UsageStatsHead" in args
+        port = int(next(a for a in args if a.startswith(b"--port=")).split(b"=")[1])
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=3).close()
         down = wm("down", "--timeout", "5")
         assert down.returncode == 0, down.stdout + down.stderr
+        assert not (Path(f"/proc/{dash[0]}").exists() and _started(dash[0]) == started[dash[0]]
+                    and _state(dash[0]) not in ("Z", "X", ""))  # the dashboard is gone
         alive = [p for p in before if Path(f"/proc/{p}").exists() and _started(p) ==
                  started[p] and _state(p) not in ("Z", "X", "")]
         assert not alive, [Path(f"/proc/{p}/cmdline").read_bytes()[:60] for p in alive]
@@ -203,6 +216,13 @@ def test_down_leaves_no_process_of_the_session_behind(tmp_path):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(p), signal.SIGKILL)
         shutil.rmtree(raytmp, ignore_errors=True)
+
+
+def _cmd(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _stat(pid: str) -> list[str]:

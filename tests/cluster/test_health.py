@@ -82,3 +82,54 @@ def test_health_and_status_show_a_dead_uploader_its_backlog_and_a_store_that_is_
     h = _wm(own_store, tmp_path, "health", "--work", str(work))
     assert h.returncode == 1 and "store not answering" in _rows(h.stdout)["n2"], h.stdout
     assert all(r.split()[1] == "DOWN" for r in _rows(h.stdout).values())
+
+
+@pytest.mark.cluster_faults
+def test_health_shows_lease_ages_from_a_live_allocator_and_the_configured_backlog_alert(
+        s3server, tmp_path):
+    """`cluster health` reads the live allocator's state over its HTTP address (the real
+    allocator service, as the Ray actor runs it): n1 holds two leases granted ~2 s ago, n2
+    none; a backlog older than monitor.backlog_alert_s needs a person."""
+    import os
+    import time
+
+    from stages.cluster.allocator_actor import AllocatorService
+    from stages.pools import build_pools
+
+    rows = build_pools([f"P{i}/L{i}" for i in range(6)], ["n1", "n2"], 1, 0).to_dict("records")
+    alloc = AllocatorService(str(tmp_path / "alloc" / "state.json"), rows, 1, 0, 300.0)
+    try:
+        held = [alloc.lease("n1"), alloc.lease("n1")]
+        assert all(held)
+        granted = max(ls["granted"] for ls in held)
+        work = tmp_path / "work"
+        for n in ("n1", "n2"):
+            (work / n / "renders").mkdir(parents=True)
+            (work / n / "params.yaml").write_text("{}\n")
+            (work / n / "uploader.json").write_text(json.dumps({
+                "status": "stopped", "pid": None, "restarts": 0, "error": ""}))
+        inst = finished_instance(work / "n1" / "renders", "n1-A",
+                                 {"traj_0000": {"back.mp4": 1000}})
+        old = time.time() - 120  # finished two minutes ago, still local
+        for f in (inst / "traj_0000").iterdir():
+            os.utime(f, (old, old))
+        time.sleep(2.0)
+        h = _wm(s3server, tmp_path, "health", "--work", str(work))
+        after = time.time()
+        rows_out = _rows(h.stdout)
+        assert "allocator: not reachable" not in h.stdout, h.stdout
+        n1, n2 = rows_out["n1"].split(), rows_out["n2"].split()
+        assert n1[9] == "2" and n2[9] == "0", h.stdout  # leases
+        assert 2 <= int(n1[10]) <= after - granted + 1 and n2[10] == "0", h.stdout  # lease s
+        assert n1[4] == "1" and 119 <= int(n1[5]) <= 200, h.stdout  # backlog 1, ~120 s old
+        assert "s old" not in rows_out["n1"], h.stdout  # under the default alert (1800 s)
+        alert = _wm(s3server, tmp_path, "-S", "monitor.backlog_alert_s=60", "health",
+                    "--work", str(work))
+        assert alert.returncode == 1 and "backlog 12" in _rows(alert.stdout)["n1"], alert.stdout
+        # the leases go back: health says so
+        for ls in held:
+            alloc.complete(ls["lease_id"], "n1")
+        h = _wm(s3server, tmp_path, "health", "--work", str(work))
+        assert _rows(h.stdout)["n1"].split()[9] == "0", h.stdout
+    finally:
+        alloc._http.shutdown()

@@ -44,3 +44,41 @@ def test_a_node_whose_uploader_gave_up_lists_what_is_local_and_how_to_deliver_it
     assert "renders/Scene/Level/n1-Z/traj_0000/back.mp4" in keys
     assert "renders/Scene/Level/n1-Z/traj_0000/" + COMPLETION in keys
     assert sorted(p.name for p in (inst / "traj_0000").iterdir()) == [TOMBSTONE]
+
+
+def test_the_uploader_limits_come_from_the_config(tmp_path, monkeypatch):
+    """upload.end_wait_s bounds a node's wait for its uploads at the end of a run, and
+    upload.poison_after is how many kill -9s in a row the real uploader process survives."""
+    import signal
+    import time
+
+    from stages.cluster.seaweed_server import free_port
+
+    monkeypatch.setenv("PYTHONPATH", str(CHECKOUT))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "NOSTOREKEY")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "sk-none")
+    cfg = load_params(overrides=["node.cpu_slots=1", "upload.end_wait_s=2",
+                                 "upload.poison_after=2", "upload.restart_backoff_s=0.1"])
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens: the store never answers
+    cfg = dataclasses.replace(cfg, upload=dataclasses.replace(
+        cfg.upload, endpoint_url=down, quiet_s=0.0, poll_s=0.2, backoff_max_s=1.0))
+    svc = NodeRunnerService("n1", NodeJob(cfg, str(tmp_path / "nodes"), STANDIN))
+    inst = finished_instance(svc.paths["renders"], "n1-Z", {"traj_0000": {"back.mp4": 5000}})
+    svc._start_uploader()
+    out = svc._finish_uploads()  # the store is down: it waits upload.end_wait_s, not 600 s
+    assert out["undelivered"] == ["Scene/Level/n1-Z/traj_0000"], out
+    assert out["why"].startswith("not delivered within 2 s"), out["why"]
+    svc._start_uploader()
+    for _ in range(2):  # kill -9 of the uploader twice in a row
+        pid = svc.uploader.proc.pid
+        os.killpg(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not svc.uploader.gave_up and (
+                svc.uploader.proc.pid == pid or not svc.uploader.alive()):
+            time.sleep(0.05)
+    st = svc.uploader.state()
+    assert st["status"] == "poisoned" and st["crashes_in_a_row"] == 2, st
+    assert st["restarts"] == 1 and "2 crashes in a row (signal 9)" in st["error"], st
+    out = svc._finish_uploads()
+    assert out["why"].startswith("uploader poisoned: 2 crashes in a row"), out["why"]
+    assert (inst / "traj_0000" / "back.mp4").stat().st_size == 5000  # kept

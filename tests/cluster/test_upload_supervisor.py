@@ -25,7 +25,8 @@ def _wait(cond, timeout_s: float = 30.0) -> bool:
 def test_a_killed_process_is_started_again_and_its_state_is_on_disk(tmp_path):
     argv = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
     sup = Supervisor(argv, dict(os.environ), tmp_path / "up.log", tmp_path / "uploader.json",
-                     backoff_s=0.1, backoff_max_s=0.5, poison_after=3).start()
+                     backoff_s=0.1, backoff_max_s=0.5, poison_after=3,
+                     stable_s=60.0).start()
     try:
         first = sup.proc.pid
         os.killpg(first, signal.SIGKILL)
@@ -43,7 +44,8 @@ def test_a_crash_it_cannot_get_past_is_poisoned_and_a_fatal_exit_is_not_retried(
     crash = [sys.executable, "-c", "import os; print('boom: cannot read x', flush=True); "
              "os.kill(os.getpid(), 9)"]
     sup = Supervisor(crash, dict(os.environ), tmp_path / "c.log", tmp_path / "c.json",
-                     backoff_s=0.05, backoff_max_s=0.2, poison_after=3).start()
+                     backoff_s=0.05, backoff_max_s=0.2, poison_after=3,
+                     stable_s=60.0).start()
     try:
         assert _wait(lambda: sup.gave_up), sup.state()
         st = json.loads((tmp_path / "c.json").read_text())
@@ -56,7 +58,8 @@ def test_a_crash_it_cannot_get_past_is_poisoned_and_a_fatal_exit_is_not_retried(
     auth = [sys.executable, "-c", "import sys; print('upload: error: refused key id K'); "
             "sys.exit(3)"]
     sup2 = Supervisor(auth, dict(os.environ), tmp_path / "a.log", tmp_path / "a.json",
-                      backoff_s=0.05, poison_after=3).start()
+                      backoff_s=0.05, backoff_max_s=60.0, poison_after=3,
+                      stable_s=60.0).start()
     try:
         assert _wait(lambda: sup2.gave_up)
         st = json.loads((tmp_path / "a.json").read_text())

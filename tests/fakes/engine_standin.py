@@ -131,11 +131,12 @@ class FakeEngineUnit:
 
 def standin_unit(lease: dict, cfg: WmforgeConfig, renders: Path,
                  delivered: set[tuple[str, str, str]], journal: str,
-                 frame_s: float = 0.02) -> FakeEngineUnit:
+                 frame_s: float = 0.02, nbytes: int = 200_000) -> FakeEngineUnit:
     """The unit of a lease (``level_id``, ``pass_index``) rendered by the stand-in: the node's
-    ``cfg.trajectories.per_level`` trajectories into ``renders``, a journal line for each."""
+    ``cfg.trajectories.per_level`` trajectories into ``renders`` (a "video" of ``nbytes``
+    each), a journal line for each."""
     return FakeEngineUnit(lease["level_id"], int(lease["pass_index"]), cfg.trajectories.per_level,
-                          renders, Path(journal), delivered, frame_s=frame_s)
+                          renders, Path(journal), delivered, frame_s=frame_s, nbytes=nbytes)
 
 
 if __name__ == "__main__":
