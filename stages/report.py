@@ -21,6 +21,7 @@ from .core.actions import ACTIONS, NON_FORWARD
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.grounded_caption import holds
+from .datasets.samples import CONVENTIONS
 from .shared.stage_args import stage_args
 
 PAPER_NON_FORWARD_SHARE = 0.466
@@ -285,8 +286,11 @@ def dataset_card(m: dict, plots: list[str], params: dict,
         "## Configuration", "",
         "```json", json.dumps(params, indent=1, sort_keys=True), "```", "",
         "Formats: WebDataset shards in `data/shards/` (index `data/shards/index.parquet`), "
-        "LeRobot v3.0 in `data/lerobot/`. Conventions: world right-handed, Z up, metres; "
-        "extrinsics world-from-camera in OpenCV axes.", ""]
+        "LeRobot v3.0 in `data/lerobot/`.", "",
+        "## Conventions", "",
+        *[f"- **{k.replace('_', ' ')}**: {v}" for k, v in CONVENTIONS.items()],
+        "- **normalisation statistics** (LeRobot `meta/stats.json`): every episode aggregated, "
+        "`count` in frames; per-episode statistics in `meta/episodes/`.", ""]
     return "\n".join(lines)
 
 

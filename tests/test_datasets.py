@@ -387,6 +387,7 @@ def test_report_metrics_match_the_recorded_actions_and_plots_are_written(rendere
     card = (out / "card" / "README.md").read_text()
     assert "46.6%" in card and "AlpineMeadow" in card
     assert "## Views" in card
+    assert "applied after observing frame t" in card and "<view>.camera.json" in card
     cams = [pd.read_parquet(root / r["path"] / "cameras.parquet") for r in
             index.to_dict("records")]
     for v in ("back", "left", "right", "top"):  # the per-view collapsed share, from the data
