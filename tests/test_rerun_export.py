@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from stages.core.trajectory import VIEWS
@@ -110,39 +109,14 @@ def test_recording_holds_cameras_videos_path_and_actions(render_dir, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-def _write_fake_layers(d: Path, n: int, w: int, h: int) -> tuple[np.ndarray, np.ndarray]:
-    """Layer files through the real LayerWriter, filled with made-up planes (the renderer's
-    layers are another helper's part): depth 2..4 m with sky (inf) on the top rows, ids 1
-    (ground) and 7 (the character) in a box."""
-    from stages.media.layers import LayerWriter, ground_truth_meta
-
-    depth = np.tile(np.linspace(2, 4, w, dtype=np.float32), (h, 1))
-    depth[: h // 4] = np.inf
-    ids = np.ones((h, w), np.uint32)
-    ids[: h // 4] = 0
-    ids[h // 3:2 * h // 3, w // 3:2 * w // 3] = 7
-    views = {}
-    for v in VIEWS:
-        lw = LayerWriter(d, v, ["depth", "ids"], w, h, 30)
-        for f in range(n):
-            lw.add({"depth": depth + np.float32(0.001 * f), "ids": ids})
-        views[v] = lw.close()
-    pd.DataFrame({"id": np.array([1, 7], np.uint32), "kind": ["level", "character"],
-                  "name": ["ground", "Alex"], "source": ["level.glb", "Alex.glb"]}
-                 ).to_parquet(d / "instances.parquet")
-    meta = json.loads((d / "meta.json").read_text())
-    meta["ground_truth"] = ground_truth_meta(["depth", "ids"], views)
-    (d / "meta.json").write_text(json.dumps(meta))
-    return depth, ids
-
-
 def test_depth_and_segmentation_with_class_labels(render_dir, tmp_path):
     from stages.datasets.rerun_export import export_rerun
+    from tests.fakes.fake_layers import fake_planes, write_fake_layers
 
     d = tmp_path / render_dir.name
     shutil.copytree(render_dir, d)
     n = json.loads((d / "meta.json").read_text())["frame_count"]
-    depth, ids = _write_fake_layers(d, n, 192, 108)
+    write_fake_layers(d, ("depth", "ids"))
     s = export_rerun(d, tmp_path / "gt.rrd", layer_every=4)
     ch = _chunks(tmp_path / "gt.rrd")
     for v in VIEWS:
@@ -152,11 +126,11 @@ def test_depth_and_segmentation_with_class_labels(render_dir, tmp_path):
     got = _column(ch["/world/cameras/back/image/depth"], "buffer")
     assert len(got) == len(range(0, n, 4))
     z = np.frombuffer(bytes(np.asarray(got[1], np.uint8)), np.float32).reshape(108, 192)
-    want = np.where(np.isfinite(depth), depth + np.float32(0.004), 0)
-    assert np.allclose(z, want, atol=1e-4)  # metres, 0 where there is no surface
+    depth = fake_planes(4, 192, 108)["depth"]  # the second logged frame is frame 4
+    assert np.allclose(z, np.where(np.isfinite(depth), depth, 0), atol=1e-4)  # 0: no surface
     seg = _column(ch["/world/cameras/back/image/segmentation"], "buffer")
     s0 = np.frombuffer(bytes(np.asarray(seg[0], np.uint8)), np.uint16).reshape(108, 192)
-    assert np.array_equal(s0, ids)
+    assert np.array_equal(s0, fake_planes(0, 192, 108)["ids"])
     ctx = ch["/world"]
     text = json.dumps([c.to_record_batch().to_pylist() for c in ctx], default=str)
     assert "character: Alex" in text and "level: ground" in text

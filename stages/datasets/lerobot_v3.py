@@ -28,6 +28,7 @@ import pandas as pd
 from ..core.actions import ACTIONS
 from ..core.trajectory import VIEWS
 from .clip_spans import Clip
+from .layer_exports import clip_array, common_layers, feature_key, layer_stats, lerobot_features
 from .lerobot_stats import aggregate, as_json, episode_columns, feature_stats, video_stats
 from .reader_labels import ACTION_TIMING, ORIENTATION, POSITION_POINT
 from .samples import CONVENTIONS, export_frames, view_video
@@ -83,6 +84,29 @@ def _features(width: int, height: int, fps: int) -> dict:
     return feats
 
 
+def _nested(a: np.ndarray):
+    """(frames, H, W[, C]) → a pyarrow column of nested lists (one H x W[x C] list per row)."""
+    import pyarrow as pa
+
+    arr = pa.array(np.ascontiguousarray(a).reshape(-1))
+    for d in reversed(a.shape[1:]):
+        arr = pa.ListArray.from_arrays(pa.array(np.arange(0, len(arr) + 1, d, dtype=np.int32)),
+                                       arr)
+    return arr
+
+
+def _write_data(path: Path, frames: list[pd.DataFrame], layers: list[dict[str, np.ndarray]]
+                ) -> None:
+    """One data file: the frames' columns, then each ground-truth layer's column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(pd.concat(frames, ignore_index=True), preserve_index=False)
+    for key in layers[0]:
+        table = table.append_column(key, _nested(np.concatenate([g[key] for g in layers])))
+    pq.write_table(table, path, compression="zstd")
+
+
 def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
                    chunk_size: int = 1000) -> dict:
     """Write the export under ``out`` (replaced) and return info.json."""
@@ -98,9 +122,14 @@ def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
         raise ValueError(f"LeRobot needs one fps and one resolution per dataset: clip {odd[0]} "
                          f"differs from {clips[0].key} ({fps} fps, {width}x{height})")
     features = _features(width, height, fps)
+    metas = [json.loads((c.render_dir / "meta.json").read_text()) for c in clips]
+    layers = common_layers(clips, metas)
+    if layers:  # ground truth: per view and layer, one array per frame (shape, dtype, units)
+        features.update(lerobot_features(layers, metas[0]["ground_truth"].get("units") or {},
+                                         width, height))
     task_list = sorted(set(tasks_by_key.get(c.key, "") for c in clips))
     task_index = {t: i for i, t in enumerate(task_list)}
-    data_parts: dict[int, list[pd.DataFrame]] = {}
+    data_parts: dict[int, list[tuple[pd.DataFrame, dict[str, np.ndarray]]]] = {}
     episodes = []
     ep_stats: list[dict[str, dict[str, np.ndarray]]] = []
     index = 0
@@ -129,11 +158,22 @@ def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
             d[f"observation.camera.{v}.pose"] = list(c[POSE_NAMES].to_numpy(np.float32))
             d[f"observation.camera.{v}.intrinsics"] = list(c[K_NAMES].to_numpy(np.float32))
         df = pd.DataFrame(d)
-        data_parts.setdefault(chunk, []).append(df)
         # per-episode statistics of every numeric feature, as LeRobot's writer computes them
         stats = {k: feature_stats(np.stack(list(df[k])) if df[k].dtype == object
                                   else df[k].to_numpy())
                  for k in df.columns}
+        gt: dict[str, np.ndarray] = {}
+        for v in VIEWS:
+            for layer in layers:
+                key = feature_key(layer, v)
+                gt[key] = clip_array(clip, v, layer)
+                if len(gt[key]) != n:
+                    raise ValueError(f"{clip.render_dir}: {v}.{layer} has {len(gt[key])} "
+                                     f"frames for the clip's {n}")
+                ls = layer_stats(layer, gt[key])
+                if ls is not None:
+                    stats[key] = ls
+        data_parts.setdefault(chunk, []).append((df, gt))
         row: dict = {"episode_index": ep, "tasks": [tasks_by_key.get(clip.key, "")],
                      "length": n, "clip_key": clip.key, "level_id": clip.level_id,
                      "trajectory": clip.trajectory, "data/chunk_index": chunk,
@@ -157,10 +197,9 @@ def export_lerobot(clips: list[Clip], tasks_by_key: dict[str, str], out: Path,
         index += n
     shutil.rmtree(scratch)
     for chunk, parts in sorted(data_parts.items()):
-        df = pd.concat(parts, ignore_index=True)
         p = out / DATA_PATH.format(chunk_index=chunk, file_index=0)
         p.parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(p, index=False)
+        _write_data(p, [x for x, _ in parts], [g for _, g in parts])
     ep_path = out / EPISODES_PATH.format(chunk_index=0, file_index=0)
     ep_path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(episodes).to_parquet(ep_path, index=False)

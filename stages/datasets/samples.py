@@ -15,6 +15,7 @@ from ..core.actions import ACTIONS
 from ..core.camera_json import camera_json, camera_to_world, quat_matrix
 from ..core.trajectory import VIEWS
 from .clip_spans import Clip
+from .layer_exports import sample_ground_truth
 from .reader_labels import (
     ACTION_TIMING,
     ORIENTATION,
@@ -198,6 +199,8 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
                     "level_lum_mean": (selection or {}).get("lum_mean"),
                     "scorer": (selection or {}).get("scorer")},
         "views": views,
+        # the render's ground-truth layers (units, files per view), null when it has none
+        "ground_truth": sample_ground_truth(meta),
         "character": {"id": meta.get("character_id"), "poses": poses},
         # lineage: what made these bytes (render meta.json "lineage", DESIGN §6)
         "source": {"level_id": clip.level_id, "level_category": level.get("category"),
