@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +109,12 @@ def export_rerun(traj_dir: Path, out: Path, layer_every: int = 1) -> dict:
     frames, cams = export_frames(clip)
     n, fps = len(frames), clip.fps
     rid = uuid.uuid5(uuid.NAMESPACE_URL, f"wmforge:{meta.get('render_key')}:{traj_dir.name}")
-    rec = rr.RecordingStream("wmforge", recording_id=str(rid), send_properties=False)
+    # one chunk per logged row and no time-based flush: the same render gives the same chunks
+    # (Rerun's default batcher cuts chunks by wall-clock ticks)
+    batcher = rr.ChunkBatcherConfig(flush_tick=timedelta(days=1), flush_num_bytes=1 << 40,
+                                    flush_num_rows=1)
+    rec = rr.RecordingStream("wmforge", recording_id=str(rid), send_properties=False,
+                             batcher_config=batcher)
     rec.set_log_time_enabled(False)
     rec.set_log_tick_enabled(False)
     out.parent.mkdir(parents=True, exist_ok=True)
