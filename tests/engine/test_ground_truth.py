@@ -64,7 +64,7 @@ def test_every_layer_is_written_decoded_and_described(gt_render):
     assert not read_layer(d, "fp", "mask").any()  # first person never sees its own body
     n = read_layer(d, "back", "normals")
     norm = np.linalg.norm(n, axis=-1)
-    assert np.allclose(norm[ids > 0], 1, atol=1e-3) and (norm[ids == 0] == 0).all()
+    assert np.allclose(norm[ids > 0], 1, atol=2e-3) and (norm[ids == 0] == 0).all()
     fw, bw = read_layer(d, "back", "flow_fwd"), read_layer(d, "back", "flow_bwd")
     assert not fw[-1, ..., 2].any() and not bw[0, ..., 2].any()
     assert fw[:-1, ..., 2].mean() > 0.3 and bw[1:, ..., 2].mean() > 0.3
