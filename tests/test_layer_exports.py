@@ -132,6 +132,6 @@ def test_dataset_card_lists_layers_units_and_bytes_per_five_view_minute(layered)
                     ["views"][v][layer]["bytes"] for c in clips for v in VIEWS)
         assert gt["bytes_per_five_view_minute"][layer] == pytest.approx(total / minutes, abs=1)
     card = dataset_card(m, [], {})
-    assert "## Ground truth" in card and "| depth | m | 0.0001 | inf |" in card
+    assert "## Ground truth" in card and "| depth | m | 0.001 | inf |" in card
     mb = gt["bytes_per_five_view_minute"]["ids"] / 1e6
     assert f"{mb:.1f} |" in card
