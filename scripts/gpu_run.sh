@@ -4,12 +4,16 @@
 # internet: the rest travels in .h200/ (site.tar.xz: panda3d 1.10.16 cp312 without its unused
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
-# Usage (on the device, in the repo root): bash scripts/gpu_run.sh {tests|node|multi|harness|variants|det|compute}
-#   [slots]; variants: VARIANTS=base,const_fs,... (tests/benchmarks/look_variants.py) FRAMES=45
+# Usage (on the device, in the repo root): bash scripts/gpu_run.sh
+#   {tests|node|multi|harness|variants|det|compute|gt} [slots]; variants: VARIANTS=base,const_fs,...
+#   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
 # multi: slots on every GPU of the host, one renderer killed with kill -9 mid-run (issue: multi-GPU
 # node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
+# gt: ground-truth layers' cost (issue #33): five-view minutes per GPU-hour with every layer off,
+# the defaults and every layer on, at 720p x 8 and 540p x 1, GT_PROCS renderers side by side
+# (default 8), and MB per five-view minute per layer
 set -euo pipefail
 what=${1:-tests}
 slots=${2:-1,4,8,16}
@@ -43,4 +47,10 @@ case "$what" in
          --max-seconds "${MAXS:-0}" 2>&1 | tee "$OUT/determinism.log" ;;
   compute) python3 tests/benchmarks/bench_compute_vs_fragment.py --size 10240x3600 --frames 20 \
              --json "$OUT/bench_compute.json" 2>&1 | tee "$OUT/bench_compute.log" ;;
+  gt) for cfg in "720p 8" "540p 1"; do
+        set -- $cfg
+        python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \
+          --frames "${FRAMES:-300}" --procs "${GT_PROCS:-8}" --configs off,defaults,all \
+          --json "$OUT/bench_gt_$1x$2.json" 2>&1 | tee "$OUT/bench_gt_$1x$2.log"
+      done ;;
 esac

@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "shard": lambda a: _stage_main("shard", a),
         "lerobot": lambda a: _stage_main("lerobot_export", a),
         "report": lambda a: _stage_main("report", a),
+        "export": lambda a: (_stage_main("datasets.rerun_export", a[1:]) if a[:1] == ["rerun"]
+                             else _unknown("export", a, "rerun")),
         "node": lambda a: _stage_main("cluster.node_cli", a),
         "unreal": lambda a: (_stage_main("unreal_smoke", a[1:]) if a[:1] == ["smoke"] else
                              _unknown("unreal", a, "smoke")),
@@ -113,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
               "  view            serve a page to inspect one rendered trajectory\n"
               "  caption, shard, lerobot, report   the dataset stages (also run by dvc repro)\n"
               "  diff REV_A REV_B   what changed in the dataset between two git revisions\n"
+              "  export rerun TRAJ  one rendered trajectory as a Rerun recording (.rrd)\n"
               "  node run|slots|snapshots   the node runner: Stage I + II on every slot of this "
               "machine; its slot plan; failure snapshots by reason\n"
               "  cluster up|run|status|health|down|upload|s3-local   production over Ray + S3\n"

@@ -21,6 +21,7 @@ from .core.actions import ACTIONS, NON_FORWARD
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips
 from .datasets.grounded_caption import holds
+from .datasets.samples import CONVENTIONS
 from .shared.stage_args import stage_args
 
 PAPER_NON_FORWARD_SHARE = 0.466
@@ -68,6 +69,7 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
         paths.setdefault(c.level_id, []).append(xy)
     n = len(actions)
     share = {a: (actions.count(a) / n if n else 0.0) for a in ACTIONS}
+    gt = ground_truth_metrics(clips)
     lv = levels[levels["level_id"].isin({c.level_id for c in clips})] if len(levels) else levels
     by_cat = (lv["category"].fillna("uncategorized").value_counts().sort_index().to_dict()
               if len(lv) else {})
@@ -98,6 +100,7 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
             "aligned_fraction_mean": round(float(render_index["aligned_fraction"].mean())
                                            if rendered else 0.0, 6)},
         "failures": {"stage1": t_fail, "stage2": r_fail},
+        "ground_truth": gt,
         "coverage_cells": {k: len(v) for k, v in sorted(cells.items())},
         "coverage_cell_m": cell_m,
         # §6.3: a view is collapsed when its boom is below trajectories.cameras.collapse_ratio
@@ -110,6 +113,51 @@ def dataset_metrics(clips: list[Clip], levels: pd.DataFrame, render_fail: pd.Dat
     }
     return metrics, {"transitions": transitions, "hold_s": hold_s, "cells": cells,
                      "paths": paths}
+
+
+def ground_truth_metrics(clips: list[Clip]) -> dict:
+    """The rendered ground-truth layers (meta.json "ground_truth" of each rendered trajectory):
+    which, their units, and their measured size in bytes per five-view minute."""
+    by_layer: dict[str, int] = {}
+    units: dict[str, dict] = {}
+    layers: list[str] = []
+    minutes = 0.0
+    for d in sorted({c.render_dir for c in clips}):
+        meta = json.loads((d / "meta.json").read_text())
+        gt = meta.get("ground_truth")
+        if not gt:
+            continue
+        minutes += meta["frame_count"] / meta["fps"] / 60
+        units.update(gt.get("units") or {})
+        layers += [x for x in gt["layers"] if x not in layers]
+        for per_view in gt["views"].values():
+            for layer, e in per_view.items():
+                by_layer[layer] = by_layer.get(layer, 0) + int(e["bytes"])
+    return {"layers": layers,
+            "five_view_minutes": round(minutes, 6),
+            "bytes_per_five_view_minute": {k: round(b / minutes) for k, b in by_layer.items()}
+            if minutes else {},
+            "units": {k: {x: u[x] for x in ("units", "scale", "no_surface", "meaning", "axes")
+                          if x in u} for k, u in units.items()}}
+
+
+def ground_truth_section(gt: dict) -> list[str]:
+    if not gt.get("layers"):
+        return ["## Ground truth", "", "No ground-truth layers were rendered "
+                "(`render.ground_truth` is empty).", ""]
+    rows = []
+    for layer in gt["layers"]:
+        u = gt["units"].get(layer, {})
+        mb = gt["bytes_per_five_view_minute"].get(layer, 0) / 1e6
+        rows.append(f"| {layer} | {u.get('units', '')} | {u.get('scale', '-')} | "
+                    f"{u.get('no_surface', '')} | {u.get('meaning') or u.get('axes') or ''} | "
+                    f"{mb:.1f} |")
+    return ["## Ground truth", "",
+            f"Per view and frame, lossless, beside each video (FFV1 in MKV; "
+            f"{gt['five_view_minutes']:.2f} five-view minutes measured). In the exports: the "
+            "files in each shard sample, arrays `observation.<layer>.<view>` in LeRobot.", "",
+            "| layer | units | precision | no surface | meaning | MB per five-view minute |",
+            "|---|---|---|---|---|---|", *rows, ""]
 
 
 def _save(fig, path: Path) -> None:
@@ -279,14 +327,18 @@ def dataset_card(m: dict, plots: list[str], params: dict,
         if m.get("views") else "(trajectories older than contract v3 carry no view statistics)",
         "",
         *characters_section(characters),
+        *ground_truth_section(m.get("ground_truth") or {}),
         "## Spatial coverage", "",
         table(m["coverage_cells"], "level", f"visited {m['coverage_cell_m']:g} m cells"),
         "![coverage](coverage.png)", "",
         "## Configuration", "",
         "```json", json.dumps(params, indent=1, sort_keys=True), "```", "",
         "Formats: WebDataset shards in `data/shards/` (index `data/shards/index.parquet`), "
-        "LeRobot v3.0 in `data/lerobot/`. Conventions: world right-handed, Z up, metres; "
-        "extrinsics world-from-camera in OpenCV axes.", ""]
+        "LeRobot v3.0 in `data/lerobot/`.", "",
+        "## Conventions", "",
+        *[f"- **{k.replace('_', ' ')}**: {v}" for k, v in CONVENTIONS.items()],
+        "- **normalisation statistics** (LeRobot `meta/stats.json`): every episode aggregated, "
+        "`count` in frames; per-episode statistics in `meta/episodes/`.", ""]
     return "\n".join(lines)
 
 

@@ -2,10 +2,13 @@
 (notes §4.3), and ``index.parquet`` (sample key → shard, level, category, trajectory, frames,
 duration).
 
-A sample holds ``<key>.<view>.mp4`` for the five views, ``<key>.json`` (metadata),
-``<key>.txt`` (caption), ``<key>.frames.parquet`` (per-frame action and character pose) and
-``<key>.cameras.parquet`` (per-frame camera poses). Keys contain no dots. Every tar member has
-a fixed mtime, owner and mode, so the same inputs give byte-identical shards.
+A sample holds ``<key>.<view>.mp4`` and ``<key>.<view>.camera.json`` (K in pixels, 4x4
+camera-to-world per frame) for the five views, ``<key>.json`` (metadata), ``<key>.txt``
+(caption), ``<key>.<view>.<layer>.mkv`` and ``<key>.instances.parquet`` (the ground-truth
+layers the render has, lossless), ``<key>.frames.parquet`` (per-frame action, in the
+reader's convention: applied after the frame, and character pose) and ``<key>.cameras.parquet``
+(per-frame camera poses). Keys contain no dots. Every tar member has a fixed mtime, owner and
+mode, so the same inputs give byte-identical shards.
 """
 
 from __future__ import annotations
@@ -20,7 +23,15 @@ import pandas as pd
 from .config import ShardConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import Clip, ClipError, list_clips, row_dict
-from .datasets.samples import clip_frames, dump_json, parquet_bytes, sample_json, view_video
+from .datasets.layer_exports import clip_layers, cut_layer_file
+from .datasets.samples import (
+    dump_json,
+    export_frames,
+    parquet_bytes,
+    sample_json,
+    view_camera_json,
+    view_video,
+)
 from .datasets.tar_shards import ShardWriter
 from .parquet_io import write_parquet
 from .shared.stage_args import stage_args
@@ -50,7 +61,7 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
         scratch = Path(tmp)
         for clip in clips:
             meta = json.loads((clip.render_dir / "meta.json").read_text())
-            frames, cams = clip_frames(clip)
+            frames, cams = export_frames(clip)
             cap = {str(k): v for k, v in by_key.loc[clip.key].to_dict().items()}
             cap["key"] = clip.key
             level = row_dict(levels, "level_id", clip.level_id)
@@ -60,6 +71,13 @@ def write_shards(clips: list[Clip], captions: pd.DataFrame, levels: pd.DataFrame
             doc = sample_json(clip, frames, cams, cap, level, meta, sel or None)
             members: list[tuple[str, bytes | Path]] = [
                 (f"{v}.mp4", view_video(clip, v, scratch)) for v in VIEWS]
+            members += [(f"{v}.camera.json", dump_json(view_camera_json(clip, cams, v)))
+                        for v in VIEWS]
+            layers = clip_layers(meta)  # ground truth: the lossless layer files, cut to the clip
+            members += [(f"{v}.{x}.mkv", cut_layer_file(clip, v, x, scratch))
+                        for v in VIEWS for x in layers]
+            if layers:
+                members.append(("instances.parquet", clip.render_dir / "instances.parquet"))
             members += [("json", dump_json(doc)), ("txt", (cap["caption"] + "\n").encode()),
                         ("frames.parquet", parquet_bytes(frames)),
                         ("cameras.parquet", parquet_bytes(cams))]

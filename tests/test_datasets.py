@@ -193,9 +193,10 @@ def test_shards_read_back_with_webdataset_one_action_per_decoded_frame_byte_iden
     for s, clip in zip(samples, clips, strict=True):
         assert "." not in s["__key__"]
         assert set(s) >= {f"{v}.mp4" for v in VIEWS} | {"json", "txt", "frames.parquet",
-                                                          "cameras.parquet"}
+                                                          "cameras.parquet"} | {
+            f"{v}.camera.json" for v in VIEWS}
         meta = json.loads(s["json"])
-        assert meta["schema_version"] == 1 and meta["clip_id"] == s["__key__"]
+        assert meta["schema_version"] == 2 and meta["clip_id"] == s["__key__"]
         assert meta["caption_backend"] == "grounded" and meta["caption_keyframes"] == []
         # lineage: the engine and its version, the code that made the bytes, the seed, light
         src = meta["source"]
@@ -327,13 +328,14 @@ def test_lerobot_v3_export_layout_reads_back(clips, captions, tmp_path):
         clip = clips[ep["episode_index"]]
         frames = pd.read_parquet(clip.render_dir / "frames.parquet").sort_values("frame")
         got = [ACTIONS[int(np.argmax(a[:-1]))] for a in rows["action"]]
-        assert got == frames["action"].tolist()
-        # the mouse: the back view's yaw change per frame, summing to its net turn
+        rec = frames["action"].tolist()  # action[t]: the input applied after frame t
+        assert got == rec[1:] + rec[-1:] and rows["action.valid"].tolist()[-1] is False
+        # the mouse: the back view's yaw change from t to t+1, summing to its net turn
         turn = np.array([a[-1] for a in rows["action"]], np.float64)
         pose = np.stack(list(rows["observation.camera.back.pose"])).astype(np.float64)
         w, x, y, z = pose[:, 3], pose[:, 4], pose[:, 5], pose[:, 6]
         fwd = np.degrees(np.arctan2(2 * (y * z - w * x), 2 * (x * z + w * y)))
-        assert turn[0] == 0
+        assert turn[-1] == 0
         assert turn.sum() == pytest.approx((fwd[-1] - fwd[0] + 180) % 360 - 180, abs=0.05)
         assert np.allclose(np.stack(list(rows["observation.state"]))[:, :3],
                            frames[["pos_x", "pos_y", "pos_z"]], atol=1e-5)
@@ -350,6 +352,7 @@ def test_lerobot_v3_export_layout_reads_back(clips, captions, tmp_path):
                                   96, 54], atol=1e-3)
     stats = json.loads((root / "meta" / "stats.json").read_text())
     assert set(stats) >= {"action", "observation.state", "observation.images.back"}
+    assert stats["observation.state"]["count"] == [info["total_frames"]]
 
 
 # ------------------------------------------------------------------------------ report
@@ -384,6 +387,7 @@ def test_report_metrics_match_the_recorded_actions_and_plots_are_written(rendere
     card = (out / "card" / "README.md").read_text()
     assert "46.6%" in card and "AlpineMeadow" in card
     assert "## Views" in card
+    assert "applied after observing frame t" in card and "<view>.camera.json" in card
     cams = [pd.read_parquet(root / r["path"] / "cameras.parquet") for r in
             index.to_dict("records")]
     for v in ("back", "left", "right", "top"):  # the per-view collapsed share, from the data

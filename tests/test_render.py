@@ -51,10 +51,15 @@ def test_five_views_and_preview_decode_with_recorded_frame_count(rendered, trajs
         assert len(prev) == FRAMES and prev[0].shape == (2 * 54, 3 * 96, 3)
         for name, digest in meta["sha256"].items():
             assert _sha(d / name) == digest, name
-        # the trajectory travels with its videos, unchanged
+        # the trajectory travels with its videos: frames unchanged, camera poses unchanged and
+        # K (Stage I's, for 1280x720) at the render's size (render folder schema 2)
         src = trajs / "NatureValley__AlpineMeadow" / row["trajectory"]
-        for f in ("frames.parquet", "cameras.parquet"):
-            assert _sha(d / f) == _sha(src / f)
+        assert _sha(d / "frames.parquet") == _sha(src / "frames.parquet")
+        got, was = pd.read_parquet(d / "cameras.parquet"), pd.read_parquet(src / "cameras.parquet")
+        k = ["width", "height", "fx", "fy", "cx", "cy"]
+        assert got.drop(columns=k).equals(was.drop(columns=k))
+        assert (got["width"] == 192).all() and (got["cx"] == 96).all() and (got["cy"] == 54).all()
+        assert np.allclose(got["fx"], was["fx"] * 192 / 1280)
         assert meta["encode"]["codec"] == "libx264" and meta["encode"]["pix_fmt"] == "yuv420p"
         assert meta["settings"]["spatial_samples"] == 2
         assert meta["idle_pose"] == "idle_clip"  # Alex has an idle clip

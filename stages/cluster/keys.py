@@ -19,6 +19,7 @@ from pathlib import Path
 from ..config import RenderConfig
 from ..engine.publish import sha256_file, traj_files
 from ..engine.render_settings import RenderSettings
+from ..media.layers import validate_layers
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # the sources whose change changes the bytes of a trajectory (Stage I) or a render (Stage II)
@@ -112,7 +113,8 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         shadow_map_size=rcfg.shadow_map_size, shadow_extent_m=rcfg.shadow_extent_m,
         meter_frames=rcfg.meter_frames, shadow_pcf_taps=rcfg.shadow_pcf_taps,
         exposure_key=rcfg.exposure_key, tone_map=rcfg.tone_map,
-        ibl_strength=rcfg.ibl_strength, shading=rcfg.shading)
+        ibl_strength=rcfg.ibl_strength, shading=rcfg.shading,
+        ground_truth=validate_layers(rcfg.ground_truth))
 
 
 def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",

@@ -99,6 +99,11 @@ class RenderConfig:
     # forward: the whole look in the fragment shader (the reference; OpenGL 3.3); auto:
     # deferred on a GPU with compute shaders, forward on a software rasterizer (llvmpipe)
     shading: str = "auto"
+    # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
+    # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on this 2-core CPU the
+    # cheapest layer costs more than the 20 % of RGB-only speed the issue allows (measured
+    # in docs/ground-truth.md)
+    ground_truth: list[str] = field(default_factory=list)
 
     def size(self) -> tuple[int, int]:
         if self.width and self.height:

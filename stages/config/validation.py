@@ -46,6 +46,12 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.shading not in ("auto", "deferred", "forward"):
         raise ConfigError(f"{source}: render.shading is {r.shading!r}; expected auto, "
                           "deferred or forward")
+    from ..engine.stage2 import check_ground_truth
+
+    try:
+        check_ground_truth(obj.engine.name, r.ground_truth)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if r.shadow_pcf_taps not in (1, 2, 4, 8):
         raise ConfigError(f"{source}: render.shadow_pcf_taps is {r.shadow_pcf_taps}; expected "
                           "1, 2, 4 or 8")

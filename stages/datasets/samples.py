@@ -1,5 +1,5 @@
-"""One dataset sample per clip: the per-view MP4s, the JSON metadata (notes §4.3 schema,
-extended), the caption, and the per-frame actions and poses as Parquet."""
+"""One dataset sample per clip: the per-view MP4s and camera files, the JSON metadata (notes
+§4.3 schema, extended), the caption, and the per-frame actions and poses as Parquet."""
 
 from __future__ import annotations
 
@@ -11,27 +11,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.actions import ACTIONS, yaw_deltas
+from ..core.actions import ACTIONS
+from ..core.camera_json import camera_json, camera_to_world, quat_matrix
 from ..core.trajectory import VIEWS
 from .clip_spans import Clip
+from .layer_exports import sample_ground_truth
+from .reader_labels import (
+    ACTION_TIMING,
+    ORIENTATION,
+    POSITION_POINT,
+    canonical_quat,
+    mouse_dx,
+    reader_controls,
+    yaw_sin_cos,
+)
 
-SAMPLE_SCHEMA_VERSION = 1
+# v1 -> v2: controls.action_sequence in the reader's convention (action[t] applied after frame t,
+# producing t+1; "valid" and "action_recorded" added; yaw and mouse deltas t -> t+1);
+# "conventions" is an object (world, camera, action_timing, position, orientation); poses carry
+# yaw_sin_cos and a quaternion with w >= 0; every view has camera_json (<key>.<view>.camera.json
+# in the shard); frames.parquet's "action" is the reader's, Stage I's label is "action_recorded".
+SAMPLE_SCHEMA_VERSION = 2
 ACTION_KEYS = {"W": ["W"], "A": ["A"], "S": ["S"], "D": ["D"], "WA": ["W", "A"],
                "WD": ["W", "D"], "SA": ["S", "A"], "SD": ["S", "D"], "IDLE": []}
-
-
-def quat_to_matrix(w: float, x: float, y: float, z: float) -> list[list[float]]:
-    return [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
-
-
-def extrinsic(row: dict) -> list[list[float]]:
-    """4x4 world-from-camera (OpenCV axes: x right, y down, z forward), metres."""
-    r = quat_to_matrix(row["rot_w"], row["rot_x"], row["rot_y"], row["rot_z"])
-    t = (row["pos_x"], row["pos_y"], row["pos_z"])
-    return [[round(r[i][0], 6), round(r[i][1], 6), round(r[i][2], 6), round(t[i], 6)]
-            for i in range(3)] + [[0.0, 0.0, 0.0, 1.0]]
+CONVENTIONS = {
+    "world": "right-handed, Z up, metres, seconds; yaw CCW about +Z from +X, degrees",
+    "camera": "extrinsics are camera-to-world (world-from-camera) 4x4 in OpenCV camera axes "
+              "(x right, y down, z forward), metres; intrinsics K in pixels at the video's "
+              "resolution; <view>.camera.json holds both per frame",
+    "quaternions": "(w, x, y, z)",
+    "action_timing": ACTION_TIMING,
+    "position": POSITION_POINT,
+    "orientation": ORIENTATION,
+}
 
 
 def intrinsics_matrix(fx: float, fy: float, cx: float, cy: float) -> list[list[float]]:
@@ -39,25 +51,51 @@ def intrinsics_matrix(fx: float, fy: float, cx: float, cy: float) -> list[list[f
             [0.0, 0.0, 1.0]]
 
 
+def _read_trajectory(clip: Clip) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The whole rendered trajectory's frames.parquet and cameras.parquet, sorted."""
+    fr = pd.read_parquet(clip.render_dir / "frames.parquet").sort_values("frame")
+    cams = pd.read_parquet(clip.render_dir / "cameras.parquet")
+    cams = cams.sort_values(["frame", "view"], key=lambda s: s.map(
+        {v: i for i, v in enumerate(VIEWS)}) if s.name == "view" else s)
+    return fr.reset_index(drop=True), cams.reset_index(drop=True)
+
+
 def clip_frames(clip: Clip) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The clip's rows of frames.parquet and cameras.parquet, ``frame`` renumbered from 0 and
     the trajectory's frame kept as ``source_frame``."""
-    fr = pd.read_parquet(clip.render_dir / "frames.parquet")
-    fr = fr[(fr["frame"] >= clip.start) & (fr["frame"] < clip.end)].sort_values("frame")
-    cams = pd.read_parquet(clip.render_dir / "cameras.parquet")
-    cams = cams[(cams["frame"] >= clip.start) & (cams["frame"] < clip.end)]
-    cams = cams.sort_values(["frame", "view"], key=lambda s: s.map(
-        {v: i for i, v in enumerate(VIEWS)}) if s.name == "view" else s)
+    fr, cams = _read_trajectory(clip)
+    fr = fr[(fr["frame"] >= clip.start) & (fr["frame"] < clip.end)].copy()
+    cams = cams[(cams["frame"] >= clip.start) & (cams["frame"] < clip.end)].copy()
     for df in (fr, cams):
         df.insert(1, "source_frame", df["frame"])
         df["frame"] = df["frame"] - clip.start
     fr["t"] = fr["frame"] / clip.fps
-    # Stage I writes K for its nominal camera size; the videos have the render's size, so the
-    # intrinsics shipped with them are recomputed from each frame's fov at that size
+    # Stage I wrote K for its nominal camera size (render folders before schema v2 still carry
+    # it); the videos have the render's size, so K is recomputed from each frame's fov there
     w, h = clip.width, clip.height
     fx = (w / 2) / np.tan(np.radians(cams["fov_deg"].to_numpy(np.float64)) / 2)
     cams = cams.assign(width=w, height=h, fx=fx, fy=fx, cx=w / 2, cy=h / 2)
     return fr.reset_index(drop=True), cams.reset_index(drop=True)
+
+
+def export_frames(clip: Clip) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`clip_frames` as the exports ship it: ``action`` in the reader's convention (the
+    input applied after this frame) with ``action_valid`` and ``action_recorded`` (Stage I's
+    label of this frame), ``yaw_delta_deg`` / ``view_yaw_delta_deg`` from this frame to the
+    next, ``yaw_sin`` / ``yaw_cos``, and quaternions (character and cameras) with w >= 0."""
+    fr, cams = clip_frames(clip)
+    whole_fr, whole_cams = _read_trajectory(clip)
+    ctl = reader_controls(clip, whole_fr, camera_yaws(whole_cams))
+    fr = fr.assign(action=ctl["action"].to_numpy(), action_valid=ctl["action_valid"].to_numpy(),
+                   action_recorded=fr["action"].astype(str).to_numpy(),
+                   yaw_delta_deg=ctl["yaw_delta_deg"].to_numpy(),
+                   view_yaw_delta_deg=ctl["view_yaw_delta_deg"].to_numpy())
+    sin, cos = yaw_sin_cos(fr["yaw_deg"].to_numpy())
+    fr = fr.assign(yaw_sin=sin, yaw_cos=cos)
+    q = ["rot_w", "rot_x", "rot_y", "rot_z"]
+    fr[q] = canonical_quat(fr[q].to_numpy())
+    cams[q] = canonical_quat(cams[q].to_numpy())
+    return fr, cams
 
 
 def _f(x: Any) -> float:
@@ -71,28 +109,23 @@ def camera_yaws(cams: pd.DataFrame, view: str = "back") -> list[float]:
     c = cams[cams["view"] == view].sort_values("frame")
     out = []
     for r in c.to_dict("records"):
-        m = quat_to_matrix(r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"])
+        m = quat_matrix(r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"])
         out.append(math.degrees(math.atan2(m[1][2], m[0][2])))
     return out
 
 
-def turn_controls(frames: pd.DataFrame, cams: pd.DataFrame, fx_px: float) -> list[dict]:
-    """Per frame: the character's yaw change, the (back) view's yaw change, and the view's
-    change as a horizontal mouse delta in pixels at the view's focal length (a turn to the
-    right, clockwise, is a positive x), so every rotation of the views is in the controls."""
-    char = yaw_deltas([float(y) for y in frames.sort_values("frame")["yaw_deg"]])
-    view = yaw_deltas(camera_yaws(cams))
-    return [{"yaw_delta_deg": round(c, 6), "view_yaw_delta_deg": round(v, 6),
-             "mouse_delta": [round(-fx_px * math.tan(math.radians(v)), 4), 0.0]}
-            for c, v in zip(char, view, strict=True)]
+def view_camera_json(clip: Clip, cams: pd.DataFrame, view: str) -> dict:
+    """The clip's ``<view>.camera.json`` (frames numbered from the clip's first)."""
+    rows = cams[cams["view"] == view].sort_values("frame").to_dict("records")
+    return camera_json(view, clip.width, clip.height, clip.fps, rows)
 
 
 def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: dict,
                 level: dict, meta: dict, selection: dict | None = None) -> dict:
-    """The JSON of one sample: the notes' schema (clip_id, duration, fps, resolution, camera
-    fov and intrinsics, controls.action_sequence with one entry per frame, caption,
-    quality_score), extended with per-view per-frame extrinsics, character poses and
-    schema_version."""
+    """The JSON of one sample from :func:`export_frames`' tables: the notes' schema (clip_id,
+    duration, fps, resolution, camera fov and intrinsics, controls.action_sequence with one
+    entry per frame, caption, quality_score), extended with per-view per-frame extrinsics and
+    camera files, character poses, conventions and schema_version."""
     n = len(frames)
     views: dict[str, Any] = {}
     for v in VIEWS:
@@ -103,7 +136,8 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
             "video": f"{v}.mp4",
             "fov_deg": fovs[0] if len(fovs) == 1 else [_f(f) for f in c["fov_deg"]],
             "intrinsics": intrinsics_matrix(first["fx"], first["fy"], first["cx"], first["cy"]),
-            "extrinsics_world_from_camera": [extrinsic(r) for r in c.to_dict("records")],
+            "extrinsics_world_from_camera": [camera_to_world(r) for r in c.to_dict("records")],
+            "camera_json": f"{v}.camera.json",
             "occluded": [bool(o) for o in c["occluded"]],
         }
         if "collapsed" in c:  # trajectory contract v3 (§6.3: views that show the character)
@@ -112,11 +146,12 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
                 "collapsed_share": _f(c["collapsed"].astype(bool).mean()),
                 "character_share": [_f(x) for x in c["char_share"]]})
     back = views["back"]
-    back_fx = cams[cams["view"] == "back"]["fx"].iloc[0]
+    back_fx = float(cams[cams["view"] == "back"]["fx"].iloc[0])
     poses = [{"frame": int(r["frame"]), "position": [_f(r["pos_x"]), _f(r["pos_y"]),
                                                      _f(r["pos_z"])],
               "rotation_wxyz": [_f(r["rot_w"]), _f(r["rot_x"]), _f(r["rot_y"]), _f(r["rot_z"])],
-              "yaw_deg": _f(r["yaw_deg"]), "velocity": [_f(r["vel_x"]), _f(r["vel_y"]),
+              "yaw_deg": _f(r["yaw_deg"]), "yaw_sin_cos": [_f(r["yaw_sin"]), _f(r["yaw_cos"])],
+              "velocity": [_f(r["vel_x"]), _f(r["vel_y"]),
                                                         _f(r["vel_z"])],
               "grounded": bool(r["grounded"]), "segment": int(r["segment"]),
               "event": str(r["event"])} for r in frames.to_dict("records")]
@@ -132,16 +167,21 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
         "controls": {
             "input_type": "keyboard",
             "action_space": list(ACTIONS),
-            # mouse_delta: the back view's yaw change this frame as horizontal pixels at its
-            # focal length (right turn positive); yaw_delta_deg / view_yaw_delta_deg: the
-            # character's and the back view's yaw change, degrees per frame, CCW positive
+            # timing: action[t] is applied after frame t and produces frame t+1; mouse_delta:
+            # the back view's yaw change from t to t+1 as horizontal pixels at its focal length
+            # (right turn positive); yaw_delta_deg / view_yaw_delta_deg: the character's and
+            # the back view's yaw change from t to t+1, degrees, CCW positive
+            "timing": ACTION_TIMING,
             "mouse_delta_units": "px at the back view's focal length (x: right turn)",
-            "action_sequence": [{"frame": int(f), "action": str(a), "keys": ACTION_KEYS[str(a)],
-                                 **turn}
-                                for f, a, turn in zip(frames["frame"], frames["action"],
-                                                      turn_controls(frames, cams,
-                                                                    float(back_fx)),
-                                                      strict=True)],
+            "action_sequence": [
+                {"frame": int(r["frame"]), "action": str(r["action"]),
+                 "keys": ACTION_KEYS[str(r["action"])], "valid": bool(r["action_valid"]),
+                 "action_recorded": str(r["action_recorded"]),
+                 "yaw_delta_deg": _f(r["yaw_delta_deg"]),
+                 "view_yaw_delta_deg": _f(r["view_yaw_delta_deg"]),
+                 "mouse_delta": [round(mouse_dx(float(r["view_yaw_delta_deg"]), back_fx), 4),
+                                 0.0]}
+                for r in frames.to_dict("records")],
         },
         "caption": caption.get("caption", ""),
         "captions": {v: caption.get(f"caption_{v}", "") for v in VIEWS},
@@ -159,6 +199,8 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
                     "level_lum_mean": (selection or {}).get("lum_mean"),
                     "scorer": (selection or {}).get("scorer")},
         "views": views,
+        # the render's ground-truth layers (units, files per view), null when it has none
+        "ground_truth": sample_ground_truth(meta),
         "character": {"id": meta.get("character_id"), "poses": poses},
         # lineage: what made these bytes (render meta.json "lineage", DESIGN §6)
         "source": {"level_id": clip.level_id, "level_category": level.get("category"),
@@ -171,8 +213,7 @@ def sample_json(clip: Clip, frames: pd.DataFrame, cams: pd.DataFrame, caption: d
                    "stage1_code_version": lineage.get("stage1_code_version"),
                    "trajectory_seed": lineage.get("trajectory_seed"),
                    "trajectory_index": lineage.get("trajectory_index")},
-        "conventions": "world: right-handed, Z up, metres; extrinsics world-from-camera, OpenCV "
-                       "camera axes (x right, y down, z forward); quaternions (w, x, y, z)",
+        "conventions": CONVENTIONS,
     }
 
 

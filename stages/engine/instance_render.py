@@ -16,6 +16,7 @@ import pandas as pd
 from ..core import replay
 from ..core.asset_guard import AssetInputError, check_model_file
 from ..core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
+from .gt_output import GroundTruthOutput
 from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
 from .render_settings import RenderSettings
 from .stage2 import Stage2Failure
@@ -116,7 +117,8 @@ class InstanceRenderer:
             look = Look.from_settings(self.s)
             self.r = ReplayRenderer(self.s.width, self.s.height, self.s.spatial_samples,
                                     self.s.temporal_samples, self.display,
-                                    self.s.mask_scale, look=look)
+                                    self.s.mask_scale, look=look,
+                                    ground_truth=self.s.ground_truth)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -148,7 +150,7 @@ class InstanceRenderer:
             raise _Fail("missing_asset", f"{path}: {exc}") from None
         model.flattenLight()
         lighting = load_level_lighting(str(path))
-        rep = r.load_level(model, lighting)
+        rep = r.load_level(model, lighting, source=str(lv.get("path", "")))
         r.warmup(self.s.warmup_frames)
         self.level_report = {"removed": rep.removed, "textures": rep.textures,
                              "textures_full_res": rep.textures_full_res, "lights": rep.lights,
@@ -184,7 +186,9 @@ class InstanceRenderer:
             if f.is_file():
                 clip_files[clip] = str(f)
         self.r.load_character(model, str(path), clip_files,
-                              float(ch.get("yaw_correction_deg") or 0.0))
+                              float(ch.get("yaw_correction_deg") or 0.0),
+                              name=str(meta.get("character_id", "")),
+                              source=str(ch.get("model", "")))
         self.char_key = key
 
     def render(self, traj_dir: Path, name: str, key: str) -> dict:
@@ -213,7 +217,8 @@ class InstanceRenderer:
         out.mkdir(parents=True)
         enc = self.s.encode()
         names = list(VIEWS) + (["preview"] if self.s.preview else [])
-        writers = {}
+        writers: dict[str, Any] = {}
+        layers = GroundTruthOutput(out, self.s.ground_truth, W, H, fps, r)
         try:
             for v in VIEWS:
                 writers[v] = VideoWriter(out / f"{v}.mp4", W, H, fps, enc)
@@ -221,17 +226,21 @@ class InstanceRenderer:
                 pw, ph = 3 * (W // 2 // 2 * 2), 2 * (H // 2 // 2 * 2)
                 penc = self.s.preview_encode()
                 writers["preview"] = VideoWriter(out / "preview.mp4", pw, ph, fps, penc)
+            layers.open()
             gate = self._frames(rows, views, segs, sched, meta, writers, tile_preview,
-                                AsyncEncoder, ptab)
+                                AsyncEncoder, ptab, layers)
             for w in writers.values():
                 w.close(n)
+            layers.close(n)
         except _Fail:
             for w in writers.values():
                 w.abort()
+            layers.abort()
             raise
         except Exception as exc:
             for w in writers.values():
                 w.abort()
+            layers.abort()
             reason = "disk_full" if isinstance(exc, OSError) and getattr(
                 exc, "errno", None) in (28, 27) else "encode_failed"
             raise _Fail(reason, f"{type(exc).__name__}: {exc}") from None
@@ -241,14 +250,15 @@ class InstanceRenderer:
                         f"{gate['transform_max_err']:.2e} m")
         try:
             return self._publish(traj_dir, out, name, key, n, fps, enc, names, views, gate,
-                                 meta)
+                                 meta, layers.meta())
         except OSError as exc:
             shutil.rmtree(out, ignore_errors=True)
             raise _Fail("disk_full" if exc.errno in (28, 27) else "write_failed",
                         f"{type(exc).__name__}: {exc}") from None
 
     def _publish(self, traj_dir: Path, out: Path, name: str, key: str, n: int, fps: int,
-                 enc: Any, names: list[str], views: dict, gate: dict, meta: dict) -> dict:
+                 enc: Any, names: list[str], views: dict, gate: dict, meta: dict,
+                 ground_truth: dict | None = None) -> dict:
         W, H = self.s.width, self.s.height
         rmeta = {
             "schema_version": 1, "trajectory": name, "level_id": meta["level_id"],
@@ -278,6 +288,8 @@ class InstanceRenderer:
                         "trajectory_index": meta.get("trajectory_index"),
                         "lighting": self.level_report.get("lighting")},
         }
+        if ground_truth is not None:  # absent, not empty, when render.ground_truth is off
+            rmeta["ground_truth"] = ground_truth
         return publish_trajectory(traj_dir, out, rmeta)
 
     def _meter(self, r: Any, poses: Any, n: int, ptab: Any, dz: float) -> dict:
@@ -306,7 +318,7 @@ class InstanceRenderer:
                 "compensation_ev": r.exposure_comp_ev, "tone_map": self.s.tone_map}
 
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
-                ptab=None) -> dict:
+                ptab=None, layers: Any = None) -> dict:
         from .replay_poses import CharacterPose, SamplePose, ViewPose, temporal_offsets
 
         r = self.r
@@ -342,6 +354,9 @@ class InstanceRenderer:
                                 for v in VIEWS})
             return samples, exact
 
+        def exact_at(f: int) -> Any:
+            return poses(f)[1]
+
         # automatic exposure (§7.1): metered on the trajectory's first frames, deterministic
         self.exposure = self._meter(r, poses, len(rows), ptab, dz)
         try:
@@ -349,7 +364,13 @@ class InstanceRenderer:
                 samples, exact = poses(f)
                 if ptab is not None:
                     r.place_props(ptab[f])
+                if layers is not None and layers.on:
+                    nb = r.prepare_ground_truth(
+                        f, segs, exact_at, (lambda g: ptab[g]) if ptab is not None
+                        else (lambda g: None), dz)
                 colors, masks, placed = r.render(samples, exact, dz)
+                if layers is not None and layers.on:
+                    layers.put(r.gt.read(), *nb)
                 # gate 1: the transforms in the scene graph are the recorded ones
                 rec = rows[f]
                 pz = placed["character"]["pos"]

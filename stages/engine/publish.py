@@ -11,6 +11,11 @@ import shutil
 from pathlib import Path
 
 TRAJ_FILES = ("frames.parquet", "cameras.parquet")
+# Render folder schema. v1 -> v2: cameras.parquet carries K (width, height, fx, fy, cx, cy) at the
+# render's size instead of Stage I's nominal 1280x720 (poses unchanged), and every view has a
+# <view>.camera.json (K in pixels, 4x4 camera-to-world per frame, OpenCV axes, metres). A v1
+# folder is still read: readers recompute K from fov_deg and the video's size.
+RENDER_SCHEMA_VERSION = 2
 OPTIONAL_TRAJ_FILES = ("props.parquet",)  # contract v2; absent in v1 trajectories
 
 
@@ -29,10 +34,17 @@ def sha256_file(path: Path) -> str:
 
 def publish_trajectory(traj_dir: Path, out: Path, rmeta: dict) -> dict:
     """Copy the trajectory's files beside the videos in ``out`` (its meta.json as
-    ``trajectory.json``), add the sha256 of every file in ``out`` to ``rmeta`` and write it as
-    ``out/meta.json`` atomically: a render folder with a meta.json is complete."""
+    ``trajectory.json``; cameras.parquet with K at the render's size, and one
+    ``<view>.camera.json`` per view), add the sha256 of every file in ``out`` to ``rmeta`` and
+    write it as ``out/meta.json`` atomically: a render folder with a meta.json is complete."""
+    from .render_cameras import write_render_cameras
+
     for f in traj_files(traj_dir):
-        shutil.copyfile(traj_dir / f, out / f)
+        if f != "cameras.parquet":
+            shutil.copyfile(traj_dir / f, out / f)
+    st = rmeta["settings"]
+    write_render_cameras(traj_dir, out, int(st["width"]), int(st["height"]), int(rmeta["fps"]))
+    rmeta["schema_version"] = RENDER_SCHEMA_VERSION
     shutil.copyfile(traj_dir / "meta.json", out / "trajectory.json")
     rmeta["sha256"] = {p.name: sha256_file(p) for p in sorted(out.iterdir()) if p.is_file()}
     tmp = out / "meta.json.tmp"

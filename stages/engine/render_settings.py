@@ -47,10 +47,20 @@ class RenderSettings:
     tone_map: str
     ibl_strength: float
     shading: str  # "auto", "forward" or "deferred"
+    # ground-truth layers (stages.media.layers.LAYERS) in canonical order; () = off. The one
+    # field with a default here: off leaves as_dict (and so render keys) as it was before
+    # the layers existed, and instance.json files without the key read back as off
+    ground_truth: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``instance.json`` / ``meta.json`` form (field order = the historical key order)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
+        ``ground_truth`` only when on)."""
+        d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if d["ground_truth"]:
+            d["ground_truth"] = list(d["ground_truth"])
+        else:
+            del d["ground_truth"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | RenderSettings,
@@ -61,7 +71,8 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in d]
+        optional = {"ground_truth"}
+        missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
             raise RenderSettingsError(
@@ -69,7 +80,15 @@ class RenderSettings:
                     ([f"missing key(s) {', '.join(missing)}"] if missing else [])
                     + ([f"unknown key(s) {', '.join(unknown)}"] if unknown else []))
                 + " (written by another wmforge version? re-run the render stage)")
-        return cls(**{n: d[n] for n in names})
+        kw = {n: d[n] for n in names if n in d}
+        if "ground_truth" in kw:
+            from ..media.layers import validate_layers
+
+            try:
+                kw["ground_truth"] = validate_layers(kw["ground_truth"], f"{where}: ground_truth")
+            except ValueError as exc:
+                raise RenderSettingsError(str(exc)) from None
+        return cls(**kw)
 
     def replace(self, **changes: Any) -> RenderSettings:
         return dataclasses.replace(self, **changes)

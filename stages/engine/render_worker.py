@@ -81,7 +81,7 @@ def worker(inst: Path) -> int:
         name = job["name"]
         if name in done:
             continue
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             rmeta = ir.render(Path(job["traj_dir"]), name, job["key"])
         except Exception as exc:  # noqa: BLE001 - one bad trajectory never stops the instance
@@ -95,11 +95,11 @@ def worker(inst: Path) -> int:
             continue
         append_progress(inst / "progress.log", name, rmeta["frame_count"], job["key"])
         finished += 1
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         enc = ir.encoder
         busy = " ".join(f"{k}={v:.1f}" for k, v in (enc.busy_s.items() if enc else ()))
         print(f"render: {name}: {rmeta['frame_count']} frames x {len(VIEWS)} views in "
-              f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s), aligned "
+              f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s, {cpu:.1f} CPU s), aligned "
               f"{rmeta['alignment']['aligned_fraction']:.3f}, render thread waited "
               f"{enc.wait_s if enc else 0:.1f} s on encoders, encoder busy s: {busy}",
               flush=True)

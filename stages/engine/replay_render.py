@@ -21,6 +21,7 @@ scripts/setup.sh), the NVIDIA driver on GPU machines.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ class ReplayRenderer:
 
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0, *, look: Look):
+                 far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = ()):
         self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
                                      near, far, look=look)
         t = self.targets
@@ -63,6 +64,16 @@ class ReplayRenderer:
         self.exposure_comp_ev = 0.0
         self.auto_exposure = 1.0
         self.level = LevelScene(t)
+        # the ground-truth pass (issue #33): its own buffer and scene, only when asked for
+        self.gt_layers = tuple(ground_truth)
+        self.gt: Any = None
+        self.gt_holder: Any = None
+        self.gt_poser: Any = None
+        if self.gt_layers:
+            from .gt_pass import GroundTruthPass
+
+            self.gt = GroundTruthPass(t, "normals" in self.gt_layers,
+                                      any(x.startswith("flow") for x in self.gt_layers))
 
     # the level scene's state, read by the frame loop, the instance renderer and tests
     @property
@@ -85,9 +96,14 @@ class ReplayRenderer:
     def prop_names(self) -> list[str]:
         return self.level.prop_names
 
-    def load_level(self, model: Any, lighting: dict | None = None) -> LevelReport:
-        """Attach a loaded level (``LevelScene.load_level``)."""
-        return self.level.load_level(model, lighting)
+    def load_level(self, model: Any, lighting: dict | None = None,
+                   source: str = "") -> LevelReport:
+        """Attach a loaded level (``LevelScene.load_level``); ``source`` (its file) names it
+        in the ground-truth id table."""
+        rep = self.level.load_level(model, lighting)
+        if self.gt is not None:
+            self.gt.set_level(self.level.level_np, self.level.prop_pivots, source)
+        return rep
 
     def fit_sun(self, target: tuple[float, float, float]) -> None:
         self.level.fit_sun(target)
@@ -109,7 +125,8 @@ class ReplayRenderer:
     # ------------------------------------------------------------------ character
 
     def load_character(self, model: Any, model_path: str, clip_files: dict[str, str],
-                       yaw_correction_deg: float = 0.0) -> None:
+                       yaw_correction_deg: float = 0.0, name: str = "",
+                       source: str = "") -> None:
         """One copy of the character per temporal sample plus one for the mask pass. The model
         is turned by ``yaw_correction_deg`` (counter-clockwise about +Z) inside its holder, so
         that its own forward is the contract's +X at yaw 0 (§4.1 orientation correction)."""
@@ -131,7 +148,23 @@ class ReplayRenderer:
                         first = next(iter(got.values()))
                         clips[key] = Clip(key, first.duration, first.channels)
             clips = {k: in_place(c) for k, c in clips.items()}
-        for k in range(self.T + 1):
+        if self.gt_holder is not None:
+            self.gt_holder.removeNode()
+        # copies 0..T-1: temporal samples; T: the gate's mask; T+1 (ground truth on): posed
+        # like the mask copy under a root of its own, never drawn, read back by the pass
+        for k in range(self.T + 1 + (self.gt is not None)):
+            if k == self.T + 1:
+                from panda3d.core import NodePath
+
+                holder = NodePath("gt_pose").attachNewNode(f"character_{k}")
+                turned = holder.attachNewNode("yaw_correction")
+                turned.setH(yaw_correction_deg)
+                copy = model.copyTo(turned)
+                self.gt_holder = holder
+                self.gt_poser = (GltfPoser(copy, clips) if clips else
+                                 EggPoser(copy, clip_files))
+                self.gt.set_character(holder, name or model_path, source or model_path)
+                break
             holder = self.scene.attachNewNode(f"character_{k}")
             turned = holder.attachNewNode("yaw_correction")
             turned.setH(yaw_correction_deg)
@@ -160,6 +193,38 @@ class ReplayRenderer:
         holder.setPosQuatScale((cp.pos[0], cp.pos[1], cp.pos[2] + mesh_dz),
                                LQuaternionf(*cp.quat), cp.scale)
         self.char_posers[k].pose(cp.clip, cp.clip_time)
+
+    def prepare_ground_truth(self, f: int, segs: list[int], exact_at: Any, props_at: Any,
+                             mesh_dz: float) -> tuple[bool, bool]:
+        """Set the ground-truth pass for frame ``f`` before ``render``: ``exact_at(g)`` is
+        frame g's exact SamplePose, ``props_at(g)`` its prop transforms (or None). Returns
+        whether a previous / next frame exists in the same segment (no respawn between)."""
+        n = len(segs)
+        has_prev = f > 0 and segs[f - 1] == segs[f]
+        has_next = f + 1 < n and segs[f + 1] == segs[f]
+        fp, fn = (f - 1 if has_prev else f), (f + 1 if has_next else f)
+        now, prev, nxt = exact_at(f), exact_at(fp), exact_at(fn)
+        p = props_at(f)
+        props = None if p is None else (props_at(fp), p, props_at(fn))
+        bake = None
+        if self.gt.character is not None:
+            def place(g: int) -> None:
+                cp = exact_at(g).character
+                from panda3d.core import LQuaternionf
+
+                self.gt_holder.setPosQuatScale((cp.pos[0], cp.pos[1], cp.pos[2] + mesh_dz),
+                                               LQuaternionf(*cp.quat), cp.scale)
+                self.gt_poser.pose(cp.clip, cp.clip_time)
+
+            c = self.gt.character
+            bake = (c.pose_at(f, place), c.pose_at(fp, place), c.pose_at(fn, place))
+        self.gt.prepare(now, prev, nxt, self._place_camera, props, bake)
+        return has_prev, has_next
+
+    def start_ground_truth(self) -> None:
+        """Forget the previous trajectory's character read-backs (frame numbers restart)."""
+        if self.gt is not None and self.gt.character is not None:
+            self.gt.character.cache.clear()
 
     def _place_camera(self, np_: Any, vp: ViewPose, jitter: tuple[float, float]) -> None:
         from panda3d.core import LMatrix3f, LMatrix4f, LVecBase3f
@@ -219,11 +284,15 @@ class ReplayRenderer:
         """Render one frame in meter mode: the resolve writes each pixel's log2 luminance
         (8-bit codes over 24 stops, all five views) instead of the tone-mapped colour."""
         self.targets.set_meter(True)
+        if self.gt is not None:
+            self.gt.buf.setActive(False)  # nothing to record while metering
         try:
             colors, _, _ = self.render(samples, exact, mesh_dz)
             return np.concatenate([colors[v][..., 0] for v in VIEWS], axis=1).copy()
         finally:
             self.targets.set_meter(False)
+            if self.gt is not None:
+                self.gt.buf.setActive(True)
 
     def warmup(self, frames: int) -> None:
         for _ in range(frames):

@@ -18,8 +18,26 @@ marker) is the same contract (DESIGN §3 "Progress").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+from ..media.layers import LAYERS, validate_layers
+
+# the ground-truth layers (issue #33) each Stage II backend (engine.name) can produce
+GROUND_TRUTH_LAYERS: dict[str, tuple[str, ...]] = {"embedded": LAYERS, "unreal": ()}
+
+
+def check_ground_truth(engine: str, layers: Sequence[str]) -> tuple[str, ...]:
+    """``render.ground_truth`` checked at start-up: known names, and ones the backend makes."""
+    names = validate_layers(layers)
+    can = GROUND_TRUTH_LAYERS.get(engine, ())
+    missing = [x for x in names if x not in can]
+    if missing:
+        raise ValueError(f"render.ground_truth: engine {engine!r} cannot produce layer(s) "
+                         f"{missing} (it makes {list(can) or 'none'}); remove them from "
+                         "render.ground_truth or use engine.name=embedded")
+    return names
 
 
 class Stage2Failure(RuntimeError):

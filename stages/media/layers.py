@@ -7,16 +7,20 @@ exactly, any other value to within half a step. Multi-channel and 32-bit values 
 16-bit planes stacked vertically in one ``gray16le`` picture (FFV1 codes planes of one picture
 with the same adaptive contexts; stacking keeps one pixel format for every layer):
 
-- depth: uint32 = round(z / 1e-4 m), planes (high 16 bits, low 16 bits); 0xFFFFFFFF = no
-  surface (``inf``); range 0 … 429 496.7294 m.
-- normals: 3 planes uint16 = round(n * 32767) + 32768 (x, y, z); no surface = (0, 0, 0).
+- depth: uint32 = round(z / 1 mm), planes (high 16 bits, low 16 bits); 0xFFFFFFFF = no
+  surface (``inf``); range 0 … 4 294 967.294 m.
+- normals: 3 planes uint16 = round(n * 1023) + 32768 (x, y, z; 10-bit precision, < 0.06°);
+  no surface = (0, 0, 0).
 - ids: uint32 split into (high, low) planes: any id up to 4 294 967 295.
 - mask: one ``gray`` (8-bit) plane, 0 / 1.
-- flow_fwd, flow_bwd: planes (dx, dy, valid); dx, dy uint16 = round(d * 32) + 32768 (1/32 px,
-  range −1024 … +1023.97 px); valid 0 / 1. A displacement outside the range is clipped and
+- flow_fwd, flow_bwd: planes (dx, dy, valid); dx, dy uint16 = round(d * 16) + 32768 (1/16 px,
+  range −2048 … +2047.94 px); valid 0 / 1. A displacement outside the range is clipped and
   marked not valid (counted in the view's meta as ``clipped``).
 
-Chosen by measured size and decode speed (docs/ground-truth.md): on 960×540 planes FFV1 was
+The scales were chosen on rendered 540p planes (docs/ground-truth.md): the finer ones tried
+(0.1 mm, 1/32767, 1/32 px) cost 1.26–1.66× the bytes for precision that no user of the layers
+needs (1 mm is 0.01 % of 10 m; 1/1023 of a unit normal is under 0.06°).
+The codec by measured size and decode speed (docs/ground-truth.md): on 960×540 planes FFV1 was
 the smallest or close to it for depth and ids (the large layers), 2–3× faster to encode than
 16-bit PNG, and keeps the files per view (one file, random access per frame: every frame is a
 key frame). Files are written to ``<name>.part`` and renamed only after they decode to the
@@ -41,10 +45,10 @@ SAMPLING = ("one un-jittered sample at each pixel centre, rendered in its own pa
             "averaged over spatial or temporal samples (the RGB's anti-aliasing samples do "
             "not touch the layers)")
 
-DEPTH_SCALE_M = 1e-4          # metres per depth step
+DEPTH_SCALE_M = 1e-3          # metres per depth step
 DEPTH_NONE = 0xFFFFFFFF       # stored value for "no surface" (decoded as inf)
-NORMAL_SCALE = 32767          # steps per unit
-FLOW_SCALE = 32               # steps per pixel
+NORMAL_SCALE = 1023           # steps per unit
+FLOW_SCALE = 16               # steps per pixel
 U16_OFFSET = 32768
 
 # The ``units`` block of meta.json's "ground_truth" (per layer: what a decoded value means).
@@ -55,7 +59,7 @@ UNITS: dict[str, dict[str, Any]] = {
               "no_surface": "inf", "range": [0.0, (DEPTH_NONE - 1) * DEPTH_SCALE_M]},
     "normals": {"units": "unit vector", "dtype": "float32", "shape": "T,H,W,3",
                 "axes": "camera space, OpenCV: x right, y down, z forward",
-                "scale": 1 / NORMAL_SCALE, "stored": "uint16 = round(n * 32767) + 32768",
+                "scale": 1 / NORMAL_SCALE, "stored": "uint16 = round(n * 1023) + 32768",
                 "no_surface": [0.0, 0.0, 0.0]},
     "ids": {"units": "instance id", "dtype": "uint32", "shape": "T,H,W",
             "table": "instances.parquet (id, kind, name, source)", "no_surface": 0},
@@ -64,7 +68,7 @@ UNITS: dict[str, dict[str, Any]] = {
     "flow_fwd": {"units": "px", "dtype": "float32", "shape": "T,H,W,3",
                  "axes": "dx right, dy down, valid (1 = valid)",
                  "meaning": "where this pixel's surface point is in the next frame, minus here",
-                 "scale": 1 / FLOW_SCALE, "stored": "uint16 = round(d * 32) + 32768",
+                 "scale": 1 / FLOW_SCALE, "stored": "uint16 = round(d * 16) + 32768",
                  "range": [-U16_OFFSET / FLOW_SCALE, (65535 - U16_OFFSET) / FLOW_SCALE],
                  "no_surface": [0.0, 0.0, 0.0],
                  "not_valid": "occluded, out of frame, no surface, out of range or last frame"},
@@ -72,7 +76,7 @@ UNITS: dict[str, dict[str, Any]] = {
                  "axes": "dx right, dy down, valid (1 = valid)",
                  "meaning": "where this pixel's surface point was in the previous frame, minus "
                             "here",
-                 "scale": 1 / FLOW_SCALE, "stored": "uint16 = round(d * 32) + 32768",
+                 "scale": 1 / FLOW_SCALE, "stored": "uint16 = round(d * 16) + 32768",
                  "range": [-U16_OFFSET / FLOW_SCALE, (65535 - U16_OFFSET) / FLOW_SCALE],
                  "no_surface": [0.0, 0.0, 0.0],
                  "not_valid": "occluded, out of frame, no surface, out of range or first frame"},

@@ -3,7 +3,9 @@
 The page plays the five views (and the tiled preview) in sync with one scrubber, shows the
 recorded action of the current frame on a WASD key diagram, a timeline of actions, speed,
 grounded state, segments and events (click one to jump to it), and a 3D plot of the character
-path with the five cameras at the current frame. Everything it needs is in ``static/`` beside
+path with the five cameras at the current frame. Where the render has ground-truth layers, each
+view toggles between RGB, depth, normals, ids and flow (colourised previews made when the page
+is built, stages/viewer/layer_previews.py). Everything it needs is in ``static/`` beside
 this file: it works offline, no CDN.
 
 The server is the standard library's ``ThreadingHTTPServer``; videos are served with HTTP range
@@ -16,7 +18,10 @@ import argparse
 import json
 import math
 import re
+import shutil
 import sys
+import tempfile
+import weakref
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -106,6 +111,7 @@ def trajectory_payload(traj_dir: Path) -> dict[str, Any]:
         "yaw_deg": [_r(y, 2) for y in frames["yaw_deg"]],
         "cameras": cameras,
         "alignment": meta.get("alignment"),
+        "layers": {},  # view → toggle → URL, filled by make_server when the render has layers
     }
 
 
@@ -117,9 +123,11 @@ class ViewerHandler(BaseHTTPRequestHandler):
 
     server_version = "wmforge-view"
 
-    def __init__(self, *args: Any, traj_dir: Path, payload: bytes, **kw: Any):
+    def __init__(self, *args: Any, traj_dir: Path, payload: bytes, previews: Path | None = None,
+                 **kw: Any):
         self.traj_dir = traj_dir
         self.payload = payload
+        self.previews = previews
         super().__init__(*args, **kw)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -137,6 +145,9 @@ class ViewerHandler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"/video/((?:back|left|right|top|fp|preview)\.mp4)", path)
         if m and (self.traj_dir / m.group(1)).is_file():
             return self._file(self.traj_dir / m.group(1))
+        m = re.fullmatch(r"/layer/((?:back|left|right|top|fp)\.[a-z]+\.mp4)", path)
+        if m and self.previews is not None and (self.previews / m.group(1)).is_file():
+            return self._file(self.previews / m.group(1))
         self.send_error(HTTPStatus.NOT_FOUND, f"no {path}")
 
     def _bytes(self, data: bytes, ctype: str) -> None:
@@ -193,11 +204,35 @@ class ViewerHandler(BaseHTTPRequestHandler):
 def make_server(traj_dir: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     """A server for one trajectory directory (port 0: any free port; see ``server_address``)."""
     traj_dir = Path(traj_dir).resolve()
-    payload = json.dumps(trajectory_payload(traj_dir), separators=(",", ":")).encode()
-    handler = partial(ViewerHandler, traj_dir=traj_dir, payload=payload)
+    data = trajectory_payload(traj_dir)
+    previews = _layer_previews(traj_dir, data)
+    payload = json.dumps(data, separators=(",", ":")).encode()
+    handler = partial(ViewerHandler, traj_dir=traj_dir, payload=payload, previews=previews)
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
+    if previews is not None:  # removed with the server
+        weakref.finalize(server, shutil.rmtree, previews, True)
     return server
+
+
+def _layer_previews(traj_dir: Path, data: dict[str, Any]) -> Path | None:
+    """Colourised previews of the render's ground-truth layers in a temporary folder (the render
+    folder stays as it was published); fills ``data["layers"]``. None without layers."""
+    meta = json.loads((traj_dir / "meta.json").read_text())
+    layers = list((meta.get("ground_truth") or {}).get("layers") or [])
+    if not layers or not data["rendered"]:
+        return None
+    from .layer_previews import build_previews
+
+    out = Path(tempfile.mkdtemp(prefix="wmforge-view-"))
+    try:
+        made = build_previews(traj_dir, layers, data["fps"],
+                              int((meta.get("settings") or {}).get("gop") or data["fps"]), out)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    data["layers"] = {v: {t: f"/layer/{name}" for t, name in m.items()} for v, m in made.items()}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

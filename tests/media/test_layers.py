@@ -20,7 +20,7 @@ def _frames(seed: int = 0) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(T):
-        dq = rng.integers(0, 3_000_000, (H, W))  # up to 300 m at 0.1 mm
+        dq = rng.integers(0, 300_000, (H, W))  # up to 300 m at 1 mm
         depth = (dq * L.DEPTH_SCALE_M).astype(np.float32)
         depth[:5] = np.inf
         depth[5, 0] = 0.0
@@ -36,7 +36,7 @@ def _frames(seed: int = 0) -> list[dict[str, np.ndarray]]:
         flow = np.zeros((H, W, 3), np.float32)
         flow[..., :2] = rng.integers(-32768, 32768, (H, W, 2)) / L.FLOW_SCALE
         flow[..., 2] = rng.random((H, W)) < 0.8
-        flow[0, 0, :2] = [-1024.0, 1023.96875]
+        flow[0, 0, :2] = [-32768 / L.FLOW_SCALE, 32767 / L.FLOW_SCALE]
         out.append({"depth": depth, "normals": normals, "ids": ids, "mask": mask,
                     "flow_fwd": flow, "flow_bwd": flow[::-1].copy()})
     return out
@@ -80,22 +80,24 @@ def test_values_off_the_grid_come_back_within_half_a_step(tmp_path):
                           -1).astype(np.float32)
     _write(tmp_path, [{"depth": depth, "normals": normals, "flow_fwd": flow}],
            ("depth", "normals", "flow_fwd"))
-    assert np.abs(L.read_layer(tmp_path, "back", "depth")[0] - depth).max() <= 0.5e-4 + 1e-5
+    assert np.abs(L.read_layer(tmp_path, "back", "depth")[0] - depth).max() <= (
+        0.5 * L.DEPTH_SCALE_M + 1e-5)
     assert np.abs(L.read_layer(tmp_path, "back", "normals")[0] - normals).max() <= (
         0.5 / L.NORMAL_SCALE + 1e-7)
-    assert np.abs(L.read_layer(tmp_path, "back", "flow_fwd")[0] - flow).max() <= 0.5 / 32
+    assert np.abs(L.read_layer(tmp_path, "back", "flow_fwd")[0] - flow).max() <= (
+        0.5 / L.FLOW_SCALE)
 
 
 def test_flow_beyond_its_range_is_clipped_marked_not_valid_and_counted(tmp_path):
     flow = np.zeros((H, W, 3), np.float32)
     flow[..., 2] = 1.0
     flow[0, 0, 0] = 5000.0
-    flow[1, 1, 1] = -2000.0
+    flow[1, 1, 1] = -3000.0
     e = _write(tmp_path, [{"flow_bwd": flow}], ("flow_bwd",))
     got = L.read_layer(tmp_path, "back", "flow_bwd")[0]
     assert e["flow_bwd"]["clipped"] == 2
     assert got[0, 0, 2] == 0.0 and got[1, 1, 2] == 0.0 and got[2, 2, 2] == 1.0
-    assert got[0, 0, 0] == pytest.approx((65535 - 32768) / 32)
+    assert got[0, 0, 0] == pytest.approx((65535 - 32768) / L.FLOW_SCALE)
 
 
 def test_the_same_frames_give_the_same_bytes(tmp_path):

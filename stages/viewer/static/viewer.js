@@ -11,7 +11,7 @@ const VIEW_COLORS = { back: "#ff7f0e", left: "#2ca02c", right: "#d62728", top: "
 const EVENT_COLORS = { spawn: "#3dbb6a", escape: "#d4c12a", respawn: "#e0533d" };
 
 const V = {
-  data: null, frame: 0, playing: false, ready: false, videos: {}, preview: null,
+  data: null, frame: 0, playing: false, ready: false, videos: {}, preview: null, shown: {},
   orbit: { yaw: -0.7, pitch: 0.6, zoom: 1.0 },
 };
 window.wmforgeViewer = V;
@@ -36,6 +36,40 @@ function makeVideo(view, src, cls) {
   fig.append(video, cap);
   $("videos").append(fig);
   return video;
+}
+
+// ---------------------------------------------------------------- ground-truth toggles
+
+/** Show `toggle` ("rgb", "depth", "normals", "ids", "flow") in a view's video element, on the
+ * current frame; resolves once the element shows it. */
+V.showLayer = (view, toggle) => new Promise((ok, fail) => {
+  const v = V.videos[view], d = V.data;
+  const src = toggle === "rgb" ? d.videos[view] : (d.layers[view] || {})[toggle];
+  if (!v || !src) { fail(new Error(`no ${toggle} for ${view}`)); return; }
+  V.shown[view] = toggle;
+  document.querySelectorAll(`.toggles[data-view="${view}"] button`).forEach(
+    (b) => b.classList.toggle("on", b.dataset.toggle === toggle));
+  const wasPlaying = V.playing;
+  v.addEventListener("loadeddata", () => {
+    v.currentTime = timeOf(V.frame);
+    if (wasPlaying) v.play().catch(() => {});
+    ok(toggle);
+  }, { once: true });
+  v.addEventListener("error", () => fail(new Error(`cannot load ${src}`)), { once: true });
+  v.src = src;
+});
+
+function addToggles(fig, view) {
+  const bar = document.createElement("div");
+  bar.className = "toggles"; bar.dataset.view = view;
+  for (const t of ["rgb", ...Object.keys(V.data.layers[view])]) {
+    const b = document.createElement("button");
+    b.type = "button"; b.dataset.toggle = t; b.textContent = t === "rgb" ? "RGB" : t;
+    b.classList.toggle("on", t === "rgb");
+    b.addEventListener("click", () => V.showLayer(view, t).catch((e) => console.error(e)));
+    bar.append(b);
+  }
+  fig.append(bar);
 }
 
 function setFrame(f, seek = true) {
@@ -198,7 +232,11 @@ async function init() {
     (d.size ? ` · ${d.size[0]}×${d.size[1]}` : "") + (d.rendered ? "" : " · not rendered (plots only)");
   $("frame-count").textContent = String(d.frames - 1);
   $("scrubber").max = String(d.frames - 1);
-  for (const [view, src] of Object.entries(d.videos)) V.videos[view] = makeVideo(view, src, "view");
+  for (const [view, src] of Object.entries(d.videos)) {
+    V.videos[view] = makeVideo(view, src, "view");
+    V.shown[view] = "rgb";
+    if (d.layers && d.layers[view]) addToggles(V.videos[view].parentElement, view);
+  }
   if (d.preview) V.preview = makeVideo("preview", d.preview, "preview");
   $("show-preview").disabled = !d.preview;
   $("legend").innerHTML = Object.entries(VIEW_COLORS).map(([v, c]) => `<span><i style="background:${c}"></i>${v}</span>`).join("") +
