@@ -41,31 +41,72 @@ def real(trajs, tmp_path_factory):
     return root / index["path"].iloc[0], list_clips(root, index, 0.0, 1.0)
 
 
-def test_character_pixels_lifted_by_depth_and_the_camera_json_land_on_the_character(real):
-    d, _ = real
+def _lifted_character(d, view: str) -> list[tuple[float, float]]:
+    """Per frame (every 4th) where the view sees the character: the horizontal distance from
+    its recorded ``pos`` to the median of its pixels lifted to world points (depth along the
+    ray through each pixel centre, K and camera-to-world from ``<view>.camera.json``), and the
+    height of its lowest pixels above ``pos``."""
     inst = pd.read_parquet(d / "instances.parquet")
     char = int(inst[inst["kind"] == "character"]["id"].iloc[0])
     frames = pd.read_parquet(d / "frames.parquet").sort_values("frame")
-    cam = json.loads((d / "back.camera.json").read_text())
-    assert (cam["width"], cam["height"]) == (W, H)
-    depth, ids = read_layer(d, "back", "depth"), read_layer(d, "back", "ids")
-    checked = 0
+    cam = json.loads((d / f"{view}.camera.json").read_text())
+    depth, ids = read_layer(d, view, "depth"), read_layer(d, view, "ids")
+    out = []
     for f in range(0, len(frames), 4):
         v, u = np.nonzero(ids[f] == char)
         if len(u) < 10:
             continue
         k = np.array(cam["frames"][f]["K"])
         c2w = np.array(cam["frames"][f]["camera_to_world"])
-        z = depth[f][v, u]
         ray = np.linalg.inv(k) @ np.stack([u + 0.5, v + 0.5, np.ones_like(u, float)])
-        world = (c2w[:3, :3] @ (ray * z) + c2w[:3, 3:]).T
+        world = (c2w[:3, :3] @ (ray * depth[f][v, u]) + c2w[:3, 3:]).T
         feet = frames[["pos_x", "pos_y", "pos_z"]].to_numpy()[f]
-        horiz = np.hypot(*(np.median(world[:, :2], 0) - feet[:2]))
-        assert horiz < 0.35, (f, horiz)  # inside the character's footprint
-        low = np.percentile(world[:, 2], 2) - feet[2]
-        assert -0.15 < low < 0.25, (f, low)  # its lowest pixels are at pos: the feet
-        checked += 1
-    assert checked >= 3
+        out.append((float(np.hypot(*(np.median(world[:, :2], 0) - feet[:2]))),
+                    float(np.percentile(world[:, 2], 2) - feet[2])))
+    return out
+
+
+def test_character_pixels_lifted_by_depth_and_the_camera_json_land_on_the_character(real):
+    d, _ = real
+    cam = json.loads((d / "back.camera.json").read_text())
+    assert (cam["width"], cam["height"]) == (W, H)
+    got = _lifted_character(d, "back")
+    assert len(got) >= 3
+    for horiz, low in got:
+        assert horiz < 0.35, got  # inside the character's footprint
+        assert -0.15 < low < 0.25, got  # its lowest pixels are at pos: the feet
+
+
+def test_pos_is_the_lowest_point_of_a_flying_character_too(sample_library, tmp_path):
+    """The Drone (locomotion fly, its model's origin at its centre) hovers; ``pos`` is still
+    where its lowest pixels are, not its middle."""
+    from stages.config import load_params
+    from stages.inventory import run_inventory
+    from stages.render import run_render
+    from stages.trajectories import run_trajectories
+
+    from .conftest import small_render_cfg
+
+    cfg = load_params(overrides=[
+        "trajectories.per_level=1", "trajectories.frames=12",
+        "trajectories.levels=[NatureValley/AlpineMeadow]",
+        "trajectories.characters=[CharacterPack/Drone]"])
+    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
+    assert run_trajectories(cfg, inv.levels, inv.characters, sample_library,
+                            tmp_path / "t").empty
+    index, fails = run_render(small_render_cfg(width=W, height=H, spatial_samples=1,
+                                               temporal_samples=1, preview="false",
+                                               ground_truth="[depth,ids]"),
+                              tmp_path / "t", tmp_path / "r")
+    assert fails.empty
+    d = tmp_path / "r" / index["path"].iloc[0]
+    assert json.loads((d / "trajectory.json").read_text())["character"]["locomotion"] == "fly"
+    got = _lifted_character(d, "back")
+    assert len(got) >= 2
+    for horiz, low in got:
+        # measured +0.02..0.03 m; drawn centred on pos (the Unreal path today) it would be
+        # about -0.08: the drone is 0.21 m tall
+        assert horiz < 0.35 and -0.04 < low < 0.1, got  # the underside, not the centre
 
 
 def test_exports_carry_the_renderers_layers(real, tmp_path):
