@@ -25,7 +25,9 @@ from typing import Protocol, runtime_checkable
 from ..media.layers import LAYERS, validate_layers
 
 # the ground-truth layers (issue #33) each Stage II backend (engine.name) can produce
-GROUND_TRUTH_LAYERS: dict[str, tuple[str, ...]] = {"embedded": LAYERS, "unreal": ()}
+# what each backend makes (Unreal: MRQ passes turned into the same layers by
+# engine/unreal_layers.py; its launcher also checks the project's plugins before the editor starts)
+GROUND_TRUTH_LAYERS: dict[str, tuple[str, ...]] = {"embedded": LAYERS, "unreal": LAYERS}
 
 
 def check_ground_truth(engine: str, layers: Sequence[str]) -> tuple[str, ...]:

@@ -89,12 +89,18 @@ def test_layers_change_no_rgb_byte_and_repeat_byte_identical(trajs, gt_render, t
     assert (again / "meta.json").read_bytes() == (gt_render / "meta.json").read_bytes()
 
 
-def test_a_layer_the_backend_cannot_make_or_a_bad_name_fails_at_start_up():
+def test_a_layer_the_backend_cannot_make_or_a_bad_name_fails_at_start_up(monkeypatch):
     from stages.config import ConfigError, load_params
+    from stages.engine import stage2
 
+    # both backends make every layer (Unreal through its MRQ passes); a backend that makes
+    # fewer fails at load time, naming the layers and what it makes
+    assert load_params(overrides=["engine.name=unreal", "render.ground_truth=[depth,flow_fwd]"]
+                       ).render.ground_truth == ["depth", "flow_fwd"]
+    monkeypatch.setitem(stage2.GROUND_TRUTH_LAYERS, "unreal", ("depth",))
     with pytest.raises(ConfigError, match="engine 'unreal' cannot produce layer\\(s\\) "
-                       "\\['depth'\\]"):
-        load_params(overrides=["engine.name=unreal", "render.ground_truth=[depth]"])
+                       "\\['ids'\\] \\(it makes \\['depth'\\]\\)"):
+        load_params(overrides=["engine.name=unreal", "render.ground_truth=[depth,ids]"])
     with pytest.raises(ConfigError, match="unknown ground-truth layer\\(s\\) \\['colour'\\]"):
         load_params(overrides=["render.ground_truth=[depth,colour]"])
     assert load_params(overrides=["engine.name=unreal"]).render.ground_truth == []
