@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .cluster.lifetimes import exit_with_parent
 from .config import ConfigError, WmforgeConfig
 from .core.trajectory import VIEWS
 from .datasets.clip_spans import clip_index
@@ -34,8 +35,9 @@ COLUMNS = ["level_id", "clip", "view", "scorer", "aes", "lum_mean", "lum_min", "
 _WORKER_SCORER = None  # a per-frame CPU scorer, made once in each decode worker
 
 
-def _init_worker(scorer) -> None:
+def _init_worker(scorer, parent: int) -> None:
     global _WORKER_SCORER
+    exit_with_parent(parent)  # a kill -9 of the stage takes its decode workers along
     _WORKER_SCORER = scorer
 
 
@@ -111,7 +113,7 @@ def score_videos(videos: list[dict], scorer, frames_per_view: int, log=print,
         pool: Executor = (
             ThreadPoolExecutor(workers, thread_name_prefix="score-decode") if scorer.batched
             else ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"),
-                                     initializer=_init_worker, initargs=(in_worker,)))
+                                     initializer=_init_worker, initargs=(in_worker, os.getpid())))
         with pool:
             pending = None
             for i in range(0, len(videos), chunk_views):

@@ -37,6 +37,15 @@ def _die_with(parent: int) -> Callable[[], None]:
     return preexec
 
 
+def exit_with_parent(parent: int) -> None:
+    """Arm the current process (a pool worker's initializer) to be SIGKILLed when the thread
+    that started it dies, and exit now if ``parent`` (its starter's pid) is already gone: a
+    stage killed with kill -9 (``dvc repro`` stopped by hand) leaves no idle workers behind."""
+    _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None,
                 pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start ``argv`` in a new session / process group that receives SIGKILL when the thread
