@@ -87,10 +87,27 @@ def bodies(ed: Any) -> list[tuple[str, tuple[float, float, float, float, float]]
     return out
 
 
-def _cylinder(o: tuple, d: tuple, body: tuple) -> tuple[float, tuple] | None:
-    """The RGB job's ray-body hit (mrq_render._ray_body) with the side's outward normal."""
-    from tests.fakes.unreal.mrq_render import _ray_body  # mrq_render imports this module
+def _ray_body(o: tuple, d: tuple, body: tuple) -> float | None:
+    """Ray parameter of the first hit of ``o + t d`` (t > 0) on an upright cylinder's side,
+    from outside or from inside (a camera inside the body sees its inner wall)."""
+    x, y, z, r, h = body
+    ox, oy = o[0] - x, o[1] - y
+    a = d[0] * d[0] + d[1] * d[1]
+    if a < 1e-12:
+        return None
+    b = 2 * (ox * d[0] + oy * d[1])
+    c = ox * ox + oy * oy - r * r
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        return None
+    for t in sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a))):
+        if t > 1e-6 and z <= o[2] + t * d[2] <= z + h:
+            return t
+    return None
 
+
+def _cylinder(o: tuple, d: tuple, body: tuple) -> tuple[float, tuple] | None:
+    """The ray-body hit both jobs use (``_ray_body``) with the side's outward normal."""
     t = _ray_body(o, d, body)
     if t is None:
         return None

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from tests.fakes.unreal import mrq_layers
 from tests.fakes.unreal import namespace as fu
+from tests.fakes.unreal.mrq_layers import _ray_body
 
 
 class RenderHost(Protocol):
@@ -168,25 +169,6 @@ def _body(a: fu.SkeletalMeshActor) -> tuple[float, float, float, float, float]:
     x, y, z = fu._m(c.relative_location)
     return (x, y, z, mesh.radius_cm * abs(c.relative_scale.x) / 100.0,
             mesh.height_cm * abs(c.relative_scale.z) / 100.0)
-
-
-def _ray_body(o: tuple, d: tuple, body: tuple) -> float | None:
-    """Ray parameter of the first hit of ``o + t d`` (t > 0) on an upright cylinder's side,
-    from outside or from inside (a camera inside the body sees its inner wall)."""
-    x, y, z, r, h = body
-    ox, oy = o[0] - x, o[1] - y
-    a = d[0] * d[0] + d[1] * d[1]
-    if a < 1e-12:
-        return None
-    b = 2 * (ox * d[0] + oy * d[1])
-    c = ox * ox + oy * oy - r * r
-    disc = b * b - 4 * a * c
-    if disc < 0:
-        return None
-    for t in sorted(((-b - math.sqrt(disc)) / (2 * a), (-b + math.sqrt(disc)) / (2 * a))):
-        if t > 1e-6 and z <= o[2] + t * d[2] <= z + h:
-            return t
-    return None
 
 
 def depth_picture(engine: Any, loc: fu.Vector, rot: fu.Rotator, hfov: float, W: int,
