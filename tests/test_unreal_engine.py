@@ -105,6 +105,7 @@ def test_stage2_character_stands_on_its_feet_and_faces_with_the_yaw_correction(t
             (c,) = s["characters"]
             assert c["feet"] == pytest.approx((row.pos_x, row.pos_y, row.pos_z), abs=1e-6), \
                 f"{t.name} frame {s['frame']}: feet {c['feet']}"
+            assert c["lowest"] == pytest.approx(c["feet"])  # a model with its origin at its feet
             want_ue_yaw = -(row.yaw_deg + corr)
             assert _wrap(c["yaw_ue"] - want_ue_yaw) == pytest.approx(0.0, abs=1e-6), \
                 f"{t.name} frame {s['frame']}: yaw {c['yaw_ue']} vs {want_ue_yaw}"

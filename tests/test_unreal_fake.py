@@ -63,8 +63,8 @@ def stage1_spec(folder: Path, out: Path, course: Path) -> dict:
     }
 
 
-def new_editor(course: Path, **kw) -> FakeEditor:
-    assets = {p: fu.SkeletalMesh(p) for p in MESHES}
+def new_editor(course: Path, base_cm: float = 0.0, **kw) -> FakeEditor:
+    assets = {p: fu.SkeletalMesh(p, height_cm=180.0, base_cm=base_cm) for p in MESHES}
     assets.update({p: fu.AnimSequence(p) for p in ANIMS})
     return FakeEditor({MAP: {"file": str(course), "level_id": "test/course"}}, assets, **kw)
 
@@ -202,13 +202,13 @@ def stage2_instance(root: Path, stage1: dict) -> tuple[Path, dict]:
     return inst, spec
 
 
-def run_stage2(root: Path, stage1: dict, auto_play=(True, False)
+def run_stage2(root: Path, stage1: dict, auto_play=(True, False), base_cm: float = 0.0
                ) -> tuple[FakeEditor, Path, dict, int]:
     inst, spec = stage2_instance(root, stage1)
     actors = [fu.LevelSequenceActor(auto_play=a) for a in auto_play]
     for a, name in zip(actors, ("Intro", "Manual"), strict=False):
         a.set_actor_label(name)
-    ed = new_editor(stage1["course"], level_actors=actors)
+    ed = new_editor(stage1["course"], base_cm=base_cm, level_actors=actors)
     rc = ed.run(SCRIPTS / "stage2_mrq.py", {"WMFORGE_SPEC": str(inst / "instance.json")}, MAP)
     return ed, inst, spec, rc
 
@@ -268,6 +268,27 @@ def test_stage2_sequence_keys_every_frame_with_explicit_scale(stage1, stage2) ->
                 assert f == pytest.approx(fwd_cv, abs=1e-6)  # looks where the contract says
             cut = next(t for t in seq.tracks if isinstance(t, fu.MovieSceneCameraCutTrack))
             assert cut.sections[0].range == (0, n) and cut.sections[0].camera in cams_b
+
+
+def test_stage2_stands_a_model_centred_on_its_origin_on_its_lowest_point(stage1, tmp_path):
+    """``pos`` means the character's lowest point for every kind of model (issue #33): a mesh
+    whose origin is its centre (a flying drone's, base -90 cm of 180 cm) is keyed 90 cm x scale
+    above the recorded position, so what MRQ draws stands on it, not sunk half into the floor."""
+    ed, _inst, spec, rc = run_stage2(tmp_path, stage1, base_cm=-90.0)
+    assert rc == 0, ed.log_lines[-5:]
+    checked = 0
+    for job in spec["jobs"]:
+        frames = pd.read_parquet(Path(job["traj_dir"]) / "frames.parquet")
+        got = [s for s in ed.world_states if s["kind"] == "sample" and s.get("sub", 0) == 0
+               and s["job"].split(":")[0] == job["name"]]
+        assert got
+        for s in got:
+            row = frames.iloc[s["frame"]]
+            (c,) = s["characters"]
+            assert c["lowest"] == pytest.approx((row.pos_x, row.pos_y, row.pos_z), abs=1e-6)
+            assert c["feet"][2] == pytest.approx(row.pos_z + 0.9 * row.scale_z, abs=1e-6)
+            checked += 1
+    assert checked >= 2 * FRAMES
 
 
 def test_stage2_removes_auto_play_actors_and_sets_mrq_from_config(stage2) -> None:

@@ -131,7 +131,7 @@ class UnrealPieEngine:
 
     # ------------------------------------------------------------------ character
 
-    def load_character(self, spec: CharacterSpec) -> Any:
+    def load_character(self, spec: CharacterSpec) -> unreal.SkeletalMesh:
         """Load the skeletal mesh once per task (§6.1: models cached within a task)."""
         if spec.character_id not in self._meshes:
             path = ue_paths.object_path(spec.model_path)
@@ -192,12 +192,17 @@ class UnrealPieEngine:
         self.half_height_cm = cap.get_scaled_capsule_half_height()
         self.capsule_used[spec.character_id] = ue_frame.contract_capsule(
             cap.get_scaled_capsule_radius(), self.half_height_cm)
-        # the model: scaled and turned inside the capsule, its origin (the feet) at the bottom;
+        # the model: scaled and turned inside the capsule, its lowest point at the bottom;
         # the capsule itself keeps the inventory's (already scaled) size
         mesh = pawn.mesh
-        mesh.set_skeletal_mesh_asset(self.load_character(spec))
+        asset = self.load_character(spec)
+        mesh.set_skeletal_mesh_asset(asset)
         mesh.set_relative_scale3d(unreal.Vector(spec.scale, spec.scale, spec.scale))
-        mesh.set_relative_location(unreal.Vector(0.0, 0.0, -self.half_height_cm), False, False)
+        bounds = asset.get_imported_bounds()  # the model's lowest point stands on the feet
+        lift = ue_frame.lift_to_lowest_point_cm(bounds.origin.z - bounds.box_extent.z,
+                                                spec.scale)
+        mesh.set_relative_location(unreal.Vector(0.0, 0.0, -self.half_height_cm + lift),
+                                   False, False)
         mesh.set_relative_rotation(unreal.Rotator(0.0, 0.0, ue_frame.to_ue_yaw(
             spec.yaw_correction_deg)), False, False)
         self._pawn, self._spec = pawn, spec

@@ -22,6 +22,15 @@ Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]  # w, x, y, z
 
 
+def lift_to_lowest_point_cm(lowest_cm: float, scale: float) -> float:
+    """How far above the recorded feet a character's mesh origin goes, cm, so that the
+    model's lowest point stands on them (``pos`` means the same point for every kind of
+    character): ``lowest_cm`` is the lowest z of the mesh's imported bounds in mesh space, 0
+    for a model whose origin is at its feet, minus half its height for one centred on its
+    origin (a flying drone)."""
+    return -lowest_cm * scale
+
+
 def to_ue_length(m: float) -> float:
     """A length, speed or height: metres → centimetres (no direction, no mirror)."""
     return m * CM_PER_M

@@ -177,12 +177,18 @@ def build_sequence(name: str, package: str, frames: list[dict], cameras: list[di
     if character_hidden:
         actor.set_actor_hidden_in_game(True)
     correction = float(ch.get("yaw_correction_deg") or 0.0)
+    bounds = mesh.get_imported_bounds()
+    lowest = bounds.origin.z - bounds.box_extent.z  # the model's lowest point, mesh space, cm
     binding = seq.add_possessable(actor)
     chans = transform_channels(binding, n)
-    key_track(chans, [(int(f["frame"]),
-                       ue_frame.to_ue_location((f["pos_x"], f["pos_y"], f["pos_z"])),
-                       ue_frame.character_rotator(float(f["yaw_deg"]), correction),
-                       (f["scale_x"], f["scale_y"], f["scale_z"])) for f in frames])
+    keys = []
+    for f in frames:
+        x, y, z = ue_frame.to_ue_location((f["pos_x"], f["pos_y"], f["pos_z"]))
+        z += ue_frame.lift_to_lowest_point_cm(lowest, float(f["scale_z"]))
+        keys.append((int(f["frame"]), (x, y, z),
+                     ue_frame.character_rotator(float(f["yaw_deg"]), correction),
+                     (f["scale_x"], f["scale_y"], f["scale_z"])))
+    key_track(chans, keys)
     anims = ch.get("animations") or {}
     track = binding.add_track(unreal.MovieSceneSkeletalAnimationTrack.static_class())
     for a, b, action in action_runs(frames):

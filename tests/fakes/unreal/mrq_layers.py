@@ -82,6 +82,7 @@ def bodies(ed: Any) -> list[tuple[str, tuple[float, float, float, float, float]]
         if c.asset is None or not c.render_in_main_pass:
             continue
         x, y, z = fu._m(c.relative_location)
+        z += c.asset.base_cm * abs(c.relative_scale.z) / 100.0  # its lowest point
         out.append((a.label, (x, y, z, c.asset.radius_cm * abs(c.relative_scale.x) / 100.0,
                               c.asset.height_cm * abs(c.relative_scale.z) / 100.0)))
     return out

@@ -109,7 +109,10 @@ def _apply_sequence(ed: RenderHost, job: fu.MoviePipelineExecutorJob, seq: fu.Le
             a.root_component.relative_scale = fu.Vector(*scale)
         if isinstance(a, fu.SkeletalMeshActor):
             c = a.skeletal_mesh_component
-            chars.append({"feet": fu._m(a.location), "yaw_ue": a.rotation.yaw,
+            low = fu._m(a.location)
+            if c.asset is not None:  # the drawn body's lowest point
+                low = (low[0], low[1], low[2] + c.asset.base_cm * abs(c.relative_scale.z) / 100)
+            chars.append({"feet": fu._m(a.location), "lowest": low, "yaw_ue": a.rotation.yaw,
                           "roll_ue": a.rotation.roll, "pitch_ue": a.rotation.pitch,
                           "main_pass": bool(c.render_in_main_pass and not a.hidden_in_game)})
         elif isinstance(a, fu.CineCameraActor):
@@ -161,13 +164,14 @@ def _render_frame(ed: RenderHost, job: fu.MoviePipelineExecutorJob,
 
 
 def _body(a: fu.SkeletalMeshActor) -> tuple[float, float, float, float, float]:
-    """(x, y, z of the feet, radius, height), metres, of a drawn skeletal mesh actor: its mesh
-    stands on the root component's origin."""
+    """(x, y, z of its lowest point, radius, height), metres, of a drawn skeletal mesh actor:
+    its mesh stands ``base_cm`` (scaled) above the root component's origin."""
     c = a.skeletal_mesh_component
     mesh = c.asset
     assert mesh is not None
     x, y, z = fu._m(c.relative_location)
-    return (x, y, z, mesh.radius_cm * abs(c.relative_scale.x) / 100.0,
+    return (x, y, z + mesh.base_cm * abs(c.relative_scale.z) / 100.0,
+            mesh.radius_cm * abs(c.relative_scale.x) / 100.0,
             mesh.height_cm * abs(c.relative_scale.z) / 100.0)
 
 

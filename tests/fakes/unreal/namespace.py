@@ -110,6 +110,7 @@ from tests.fakes.unreal.structs import (  # noqa: F401 - the unreal namespace
     AntiAliasingMethod,
     Array,
     Box,
+    BoxSphereBounds,
     CameraFocusMethod,
     DirectoryPath,
     DrawDebugTrace,

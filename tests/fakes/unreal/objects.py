@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.unreal.host import running_editor
-from tests.fakes.unreal.structs import CameraFocusMethod, MovementMode, Rotator, Vector, _Enum
+from tests.fakes.unreal.structs import (
+    BoxSphereBounds,
+    CameraFocusMethod,
+    MovementMode,
+    Rotator,
+    Vector,
+    _Enum,
+)
 
 
 class Object:
@@ -167,14 +174,26 @@ class PlayerStart(Actor):
 
 
 class SkeletalMesh(Object):
-    """A skeletal mesh asset; its origin is at the feet (how the scripts import characters).
-    The fake draws it as an upright cylinder of ``radius_cm`` x ``height_cm``, its front (local
-    +X) marked, so where it stands, where it faces and which views see it show in pictures."""
+    """A skeletal mesh asset. The fake draws it as an upright cylinder of ``radius_cm`` x
+    ``height_cm`` from ``base_cm`` above its origin (0: the origin at the feet, as most
+    characters are imported; a flying model is often centred on its origin, base -height/2),
+    its front (local +X) marked, so where it stands, where it faces and which views see it
+    show in pictures."""
 
-    def __init__(self, path: str, radius_cm: float = 30.0, height_cm: float = 180.0):
+    def __init__(self, path: str, radius_cm: float = 30.0, height_cm: float = 180.0,
+                 base_cm: float = 0.0):
         super().__init__(path.rsplit("/", 1)[-1])
         self._path = path
-        self.radius_cm, self.height_cm = radius_cm, height_cm
+        self.radius_cm, self.height_cm, self.base_cm = radius_cm, height_cm, base_cm
+
+    def get_imported_bounds(self) -> BoxSphereBounds:
+        h = self.height_cm / 2
+        return BoxSphereBounds(Vector(0.0, 0.0, self.base_cm + h),
+                               Vector(self.radius_cm, self.radius_cm, h),
+                               (self.radius_cm ** 2 + h * h) ** 0.5)
+
+    def get_bounds(self) -> BoxSphereBounds:
+        return self.get_imported_bounds()
 
 
 class AnimSequence(Object):
@@ -365,14 +384,16 @@ class SkeletalMeshActor(Actor):
 
     def get_actor_bounds(self, only_colliding_components: bool,
                          include_from_child_actors: bool = False) -> tuple[Vector, Vector]:
-        """The drawn cylinder's box: from the mesh origin (its feet) up."""
+        """The drawn cylinder's box: from the mesh's lowest point (``base_cm`` above its
+        origin) up."""
         c = self.skeletal_mesh_component
         if c.asset is None:
             return Vector(), Vector()
         r = c.asset.radius_cm * abs(c.relative_scale.x)
         h = c.asset.height_cm * abs(c.relative_scale.z)
         loc = c.relative_location
-        return Vector(loc.x, loc.y, loc.z + h / 2), Vector(r, r, h / 2)
+        base = c.asset.base_cm * abs(c.relative_scale.z)
+        return Vector(loc.x, loc.y, loc.z + base + h / 2), Vector(r, r, h / 2)
 
 
 class MovieSceneSequencePlaybackSettings:

@@ -25,6 +25,13 @@ class Box:
         self.min, self.max, self.is_valid = min or Vector(), max or Vector(), is_valid
 
 
+class BoxSphereBounds:
+    def __init__(self, origin: Vector | None = None, box_extent: Vector | None = None,
+                 sphere_radius: float = 0.0):
+        self.origin, self.box_extent = origin or Vector(), box_extent or Vector()
+        self.sphere_radius = float(sphere_radius)
+
+
 class FrameNumber:
     def __init__(self, value: int = 0):
         self.value = int(value)
