@@ -123,8 +123,10 @@ def test_every_bad_file_is_a_row_with_its_reason_and_nothing_outside_is_opened(f
 @pytest.mark.e2e
 def test_screening_stage1_stage2_on_the_corpus_exit_0_and_stay_inside(fuzz):
     base, outside, lib, run = fuzz
-    if not (run / "inv/levels.parquet").exists():
-        pytest.skip("needs the inventory test's output")
+    if not (run / "inv/levels.parquet").exists():  # run alone (-m e2e): make the inventory
+        res = traced(["-m", "stages.inventory", "--library", str(lib), "--out",
+                      str(run / "inv"), *COMMON], run, run / "inventory.trace")
+        assert res.returncode == 0, res.stderr[-3000:]
     knobs = ["-S", f"library.root={lib}", "-S", f"node.work_dir={run / 'work'}",
              "-S", f"node.snapshot_dir={run / 'snap'}"]
     log = run / "screen.trace"
