@@ -167,10 +167,8 @@ def test_a_stalled_renderer_is_killed_retried_then_a_failure_row(trajs, tmp_path
     monkeypatch.setenv("WMFORGE_FAULT_INJECTION", json.dumps(
         {"stall": {"stage": "render", "level": "*", "after": 1}}))
     cfg = _cfg(tmp_path, "node.cpu_slots=1", "node.stall_timeout_s=4", "node.retries=1")
-    t0 = time.time()
     index, fails = render_trajectories(cfg, trajs, tmp_path / "r", cfg.render,
                                        log=lambda m: None)
-    assert time.time() - t0 < 120
     unit = fails[fails["trajectory"] == -1]
     assert unit["reason"].tolist() == ["stalled"]
     assert "after 2 attempts" in unit["detail"].iloc[0]
