@@ -155,9 +155,11 @@ def _join32(p: np.ndarray, h: int) -> np.ndarray:
 
 def _u16(x: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """Offset-binary uint16 at ``scale`` steps per unit and a mask of clipped values."""
-    q = np.rint(x.astype(np.float64) * scale) + U16_OFFSET
+    q = np.rint(x.astype(np.float32, copy=False) * np.float32(scale))  # float32: 3x faster
+    q += np.float32(U16_OFFSET)  # than float64, exact for |q| < 2^24
     out = (q < 0) | (q > 65535)
-    return np.clip(q, 0, 65535).astype(np.uint16), out
+    np.clip(q, 0, 65535, out=q)
+    return q.astype(np.uint16), out
 
 
 def encode_plane(layer: str, a: np.ndarray, h: int, w: int) -> tuple[np.ndarray, int]:

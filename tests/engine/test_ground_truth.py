@@ -104,3 +104,12 @@ def test_a_layer_the_backend_cannot_make_or_a_bad_name_fails_at_start_up(monkeyp
     with pytest.raises(ConfigError, match="unknown ground-truth layer\\(s\\) \\['colour'\\]"):
         load_params(overrides=["render.ground_truth=[depth,colour]"])
     assert load_params(overrides=["engine.name=unreal"]).render.ground_truth == []
+
+
+def test_layers_change_no_rgb_byte_with_deferred_shading(trajs, tmp_path):
+    """Deferred shading (what render.shading=auto picks on a GPU): the RGB is the same with
+    every layer on as with none."""
+    off = _render(trajs, tmp_path / "off", shading="deferred")
+    on = _render(trajs, tmp_path / "on", shading="deferred",
+                 ground_truth="[" + ",".join(LAYERS) + "]")
+    assert _digests(off, ".mp4") == _digests(on, ".mp4")
