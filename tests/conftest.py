@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from stages.config import SampleLibraryConfig
+from stages.engine.process_tree import all_pids, command_line, is_running
 from stages.sample_library import build_sample_library
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,15 +69,12 @@ def live_processes(marker: str, cwd: Path | None = None) -> list[int]:
     """pids of live (non-zombie) processes, other than this one, whose command line contains
     ``marker`` (and whose working directory is ``cwd``, when given)."""
     out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
+    for pid in all_pids(exclude=os.getpid()):
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            here = os.readlink(d / "cwd") if cwd is not None else ""
-        except (OSError, IndexError):
+            cmd = command_line(pid)
+            here = os.readlink(f"/proc/{pid}/cwd") if cwd is not None else ""
+        except OSError:
             continue
-        if marker in cmd and state not in ("Z", "X") and (cwd is None or here == str(cwd)):
-            out.append(int(d.name))
+        if marker in cmd and is_running(pid) and (cwd is None or here == str(cwd)):
+            out.append(pid)
     return out

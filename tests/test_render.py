@@ -23,6 +23,7 @@ from stages.engine.instance_render import InstanceRenderer
 from stages.media.video import read_frames
 from stages.render import run_render
 from tests.looks import look
+from tests.posed_frames import posed_frames
 
 from .conftest import RENDER_FRAMES as FRAMES
 from .conftest import small_render_cfg as _rcfg
@@ -239,35 +240,19 @@ def test_alignment_gate_fails_a_misplaced_camera_injected_fault(trajs, tmp_path,
 def test_colour_pass_draws_the_character_exactly_where_the_mask_is(trajs, tmp_path):
     """Render a recorded frame with and without the character: the pixels that change are the
     mask's pixels, and the projected recorded position falls inside them."""
-    from stages.core import replay
-    from stages.engine.instance_render import _load_traj
-    from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
-
-    settings = render_settings(_rcfg(spatial_samples=1, temporal_samples=1), 30)
-    ir = InstanceRenderer(tmp_path, settings, "p3headlessgl", Path.cwd())
-    tdir = trajs / "NatureValley__AlpineMeadow" / "traj_0001"
-    frames, cams, meta, _props = _load_traj(tdir)
-    ir._renderer()
-    ir._ensure_level(meta)
-    ir._ensure_character(meta)
-    rows, views = replay.frame_tables({c: frames[c].tolist() for c in frames},
-                                      {c: cams[c].tolist() for c in cams})
-    segs = frames["segment"].tolist()
-    f = FRAMES // 2
-    c = replay.character_pose(rows, f, 0.0, segs)
-    vp = {v: ViewPose(**replay.camera_pose(views[v], f, 0.0, segs)) for v in VIEWS}
-    pose = SamplePose(CharacterPose(c["pos"], c["quat"], c["scale"], "walk", 0.3), vp)
-    with_char, masks, _ = ir.r.render([pose], pose, 0.0)
-    for holder in ir.r.char_copies:
-        holder.hide()
-    without, _, _ = ir.r.render([pose], pose, 0.0)
+    cfg = _rcfg(spatial_samples=1, temporal_samples=1)
+    with posed_frames(tmp_path, cfg, trajs / "NatureValley__AlpineMeadow" / "traj_0001") as pf:
+        pose = pf.pose(FRAMES // 2, 0.3)
+        with_char, masks, _ = pf.ir.r.render([pose], pose, 0.0)
+        for holder in pf.ir.r.char_copies:
+            holder.hide()
+        without, _, _ = pf.ir.r.render([pose], pose, 0.0)
     for v in ("back", "left", "right"):
         changed = np.abs(with_char[v].astype(int) - without[v].astype(int)).max(axis=2) > 12
         m = masks[v]
         assert m.sum() > 20, v
         iou = (changed & m).sum() / (changed | m).sum()
         assert iou > 0.7, (v, iou)
-    ir.close()
 
 
 def test_pushed_props_are_recorded_and_replayed_where_stage1_put_them(trajs, tmp_path):

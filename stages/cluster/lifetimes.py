@@ -21,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from ..engine.process_tree import is_running, proc_stat
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -73,22 +75,7 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return _proc_state(pid) not in ("Z", "X", None)
-
-
-def _proc_stat(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # the command name is in parentheses and may hold spaces
-    return [raw[: raw.index("(")].strip(), raw[raw.index("(") + 1: raw.rindex(")")],
-            *raw[raw.rindex(")") + 2:].split()]
-
-
-def _proc_state(pid: int) -> str | None:
-    st = _proc_stat(pid)
-    return st[2] if st else None
+    return is_running(pid)
 
 
 def ancestors(until: Callable[[int], bool] | None = None) -> list[tuple[int, str]]:
@@ -97,7 +84,7 @@ def ancestors(until: Callable[[int], bool] | None = None) -> list[tuple[int, str
     out: list[tuple[int, str]] = []
     pid = os.getppid()
     while pid > 1:
-        st = _proc_stat(pid)
+        st = proc_stat(pid)
         if st is None:
             break
         out.append((pid, st[21]))
@@ -137,7 +124,7 @@ class AncestorWatch:
 
     def _gone(self) -> bool:
         for pid, start in self.chain:
-            st = _proc_stat(pid)
+            st = proc_stat(pid)
             if st is None or st[21] != start or st[2] in ("Z", "X"):
                 return True
         return False

@@ -7,9 +7,8 @@ import contextlib
 import os
 import signal
 import time
-from pathlib import Path
 
-from ..engine.process_tree import process_tree
+from ..engine.process_tree import all_pids, command_line, environment, is_running, process_tree
 
 SESSION_ENV = "WMFORGE_RAY_SESSION"  # set by `up` for every process of its Ray session
 
@@ -26,26 +25,18 @@ def stop_session(session_dir: str, marker: str) -> tuple[set[int], list[int]]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        while time.monotonic() < deadline and any(is_running(p) for p in pids):
             time.sleep(0.3)
         for pid in pids:
-            if _alive(pid):
+            if is_running(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         stopped |= set(pids)
         time.sleep(0.5)
     survivors = [p for p in stopped | set(_with_descendants(_session_pids(session_dir,
                                                                         marker)))
-                 if _alive(p)]
+                 if is_running(p)]
     return stopped, survivors
-
-
-def _alive(pid: int) -> bool:
-    try:
-        st = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return st not in ("Z", "X")
 
 
 def _with_descendants(pids: list[int]) -> list[int]:
@@ -64,14 +55,12 @@ def _session_pids(session_dir: str, marker: str = "") -> list[int]:
         return []
     mark = f"{SESSION_ENV}={marker}".encode()
     out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == os.getpid():
-            continue
+    for pid in all_pids(exclude=os.getpid()):
         try:
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            env = (d / "environ").read_bytes().split(b"\0") if marker else []
+            cmd = command_line(pid)
+            env = environment(pid) if marker else []
         except OSError:
             continue
         if (session_dir and session_dir in cmd) or (marker and mark in env):
-            out.append(int(d.name))
+            out.append(pid)
     return out

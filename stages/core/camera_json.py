@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from .cameras import intrinsics
+from .projection import intrinsics
+from .rotations import quat_matrix
 
 CAMERA_JSON_SCHEMA = "wmforge.camera/1"
 CONVENTIONS = {
@@ -24,13 +25,6 @@ CONVENTIONS = {
                        "inverse",
     "frame": "index of the video frame this entry belongs to (from 0); t = frame / fps, s",
 }
-
-
-def quat_matrix(w: float, x: float, y: float, z: float) -> list[list[float]]:
-    """Rotation matrix of a unit quaternion (w, x, y, z)."""
-    return [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
 
 
 def camera_to_world(row: dict) -> list[list[float]]:

@@ -30,9 +30,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .projection import intrinsics, projected_share
+from .rotations import Vec3, cross, look_rotation, unit
+from .rotations import quat_from_columns as quat_from_columns  # unreal/ue_frame.py imports it here
 from .trajectory import VIEWS
-
-Vec3 = tuple[float, float, float]
 
 
 @dataclass
@@ -97,94 +98,8 @@ class CameraRigConfig:
     min_framing_m: float = 0.3
 
 
-def intrinsics(width: int, height: int, fov_deg: float) -> tuple[float, float, float, float]:
-    """K from horizontal fov: fx = fy = (W/2)/tan(fov/2), principal point at the centre."""
-    fx = (width / 2) / math.tan(math.radians(fov_deg) / 2)
-    return fx, fx, width / 2, height / 2
-
-
-def _norm(v: Sequence[float]) -> Vec3:
-    n = math.sqrt(sum(c * c for c in v))
-    return (v[0] / n, v[1] / n, v[2] / n) if n > 1e-12 else (0.0, 0.0, 0.0)
-
-
-def _cross(a: Sequence[float], b: Sequence[float]) -> Vec3:
-    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
-
-
-def look_rotation(forward: Sequence[float], hint_up: Sequence[float] = (0, 0, 1),
-                  fallback_up: Sequence[float] = (1, 0, 0)) -> tuple[float, float, float, float]:
-    """World-from-camera quaternion (w, x, y, z), OpenCV axes: z forward, x right, y down."""
-    f = _norm(forward)
-    r = _cross(f, hint_up)
-    if math.sqrt(sum(c * c for c in r)) < 1e-6:
-        r = _cross(f, fallback_up)
-    r = _norm(r)
-    d = _cross(f, r)
-    return quat_from_columns(r, d, f)
-
-
-def quat_from_columns(c0: Sequence[float], c1: Sequence[float], c2: Sequence[float]
-                      ) -> tuple[float, float, float, float]:
-    """Unit quaternion (w, x, y, z), w >= 0, of the rotation matrix with columns c0, c1, c2."""
-    r, d, f = c0, c1, c2
-    m00, m01, m02 = r[0], d[0], f[0]
-    m10, m11, m12 = r[1], d[1], f[1]
-    m20, m21, m22 = r[2], d[2], f[2]
-    tr = m00 + m11 + m22
-    if tr > 0:
-        s = math.sqrt(tr + 1.0) * 2
-        q = (0.25 * s, (m21 - m12) / s, (m02 - m20) / s, (m10 - m01) / s)
-    elif m00 > m11 and m00 > m22:
-        s = math.sqrt(1.0 + m00 - m11 - m22) * 2
-        q = ((m21 - m12) / s, 0.25 * s, (m01 + m10) / s, (m02 + m20) / s)
-    elif m11 > m22:
-        s = math.sqrt(1.0 + m11 - m00 - m22) * 2
-        q = ((m02 - m20) / s, (m01 + m10) / s, 0.25 * s, (m12 + m21) / s)
-    else:
-        s = math.sqrt(1.0 + m22 - m00 - m11) * 2
-        q = ((m10 - m01) / s, (m02 + m20) / s, (m12 + m21) / s, 0.25 * s)
-    if q[0] < 0:
-        q = (-q[0], -q[1], -q[2], -q[3])
-    n = math.sqrt(sum(c * c for c in q))
-    return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)
-
-
 RaysFn = Callable[[Vec3, Vec3], list[float]]  # fractions of every surface crossing, sorted
 EXTERNAL = ("back", "left", "right", "top")
-
-
-def _quat_to_rows(q: Sequence[float]) -> tuple[Vec3, Vec3, Vec3]:
-    w, x, y, z = q
-    return ((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)),
-            (2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)),
-            (2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)))
-
-
-def projected_share(cam: Vec3, rot: Sequence[float], k: Sequence[float], width: int,
-                    height: int, feet: Vec3, body_h: float, body_w: float) -> float:
-    """Share of the image covered by the character's box (``body_w`` square, ``body_h`` tall,
-    feet at ``feet``), projected through the camera (OpenCV axes, world-from-camera ``rot``)
-    and clipped to the image; 1.0 when the camera is inside the box or a corner is behind it."""
-    m = _quat_to_rows(rot)
-    us, vs = [], []
-    for dx in (-0.5, 0.5):
-        for dy in (-0.5, 0.5):
-            for dz in (0.0, 1.0):
-                p = (feet[0] + dx * body_w - cam[0], feet[1] + dy * body_w - cam[1],
-                     feet[2] + dz * body_h - cam[2])
-                xc = m[0][0] * p[0] + m[1][0] * p[1] + m[2][0] * p[2]
-                yc = m[0][1] * p[0] + m[1][1] * p[1] + m[2][1] * p[2]
-                zc = m[0][2] * p[0] + m[1][2] * p[1] + m[2][2] * p[2]
-                if zc <= 1e-3:
-                    return 1.0
-                us.append(k[0] * xc / zc + k[2])
-                vs.append(k[1] * yc / zc + k[3])
-    u0, u1 = max(min(us), 0.0), min(max(us), float(width))
-    v0, v1 = max(min(vs), 0.0), min(max(vs), float(height))
-    if u1 <= u0 or v1 <= v0:
-        return 0.0
-    return (u1 - u0) * (v1 - v0) / (width * height)
 
 
 def free_distance(hits: Sequence[float], full: float, rig: CameraRigConfig,
@@ -208,12 +123,12 @@ def _narrow_test(rays: RaysFn, a: Vec3, b: Vec3, width: float) -> bool:
     """True when the lines of sight shifted by ``width`` across a→b to both sides, or both up
     and down, are clear: the occluder on a→b is narrow in at least one direction across the
     line of sight (a pole, a branch, a railing), unlike a wall or a ceiling slab."""
-    u = _norm((b[0] - a[0], b[1] - a[1], b[2] - a[2]))
-    side = _cross(u, (0.0, 0.0, 1.0))
+    u = unit((b[0] - a[0], b[1] - a[1], b[2] - a[2]))
+    side = cross(u, (0.0, 0.0, 1.0))
     if math.sqrt(sum(c * c for c in side)) < 1e-6:
-        side = _cross(u, (1.0, 0.0, 0.0))
-    side = _norm(side)
-    up = _norm(_cross(side, u))
+        side = cross(u, (1.0, 0.0, 0.0))
+    side = unit(side)
+    up = unit(cross(side, u))
     for o in (side, up):
         clear = True
         for sgn in (1.0, -1.0):
@@ -281,7 +196,7 @@ def body_exit(direction: Vec3, radius: float, height: float, target_z: float) ->
     """Distance from the look-at target (``target_z`` above the feet, on the body's axis) along
     ``direction`` to leave the character's body: a vertical cylinder of ``radius`` from the feet
     to ``height`` (the visual bounds, arms and tails included)."""
-    u = _norm(direction)
+    u = unit(direction)
     h = math.hypot(u[0], u[1])
     t = radius / h if h > 1e-9 else math.inf
     if u[2] > 1e-9:
@@ -416,7 +331,7 @@ def compute_tracks(positions: Sequence[Vec3], yaws_deg: Sequence[float], visual_
             boom = prev + (allowed - prev) * alpha
             boom = min(boom, allowed) if allowed < prev else boom
             booms[view] = boom
-            u = _norm(_swung(vec, *now))
+            u = unit(_swung(vec, *now))
             pos = (target[0] + u[0] * boom, target[1] + u[1] * boom, target[2] + u[2] * boom)
             look = (target[0] - pos[0], target[1] - pos[1], target[2] - pos[2])
             rot = look_rotation(look, fallback_up=fwd)

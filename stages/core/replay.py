@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from .actions import ACTIONS
+from .rotations import quat_matrix
 
 BLOCKED_SPEED = 0.1  # m/s: a moving action below this shows the idle clip
 
@@ -132,12 +133,8 @@ def project(point: tuple[float, float, float], cam_pos: tuple[float, ...],
             cam_quat: tuple[float, ...], fx: float, fy: float, cx: float, cy: float
             ) -> tuple[float, float, float]:
     """Pixel (u, v) and depth of a world point through a world-from-camera OpenCV pose."""
-    w, x, y, z = cam_quat
     d = (point[0] - cam_pos[0], point[1] - cam_pos[1], point[2] - cam_pos[2])
-    # camera-from-world = transpose of world-from-camera
-    r = [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
+    r = quat_matrix(*cam_quat)  # camera-from-world = transpose of world-from-camera
     c = [sum(r[i][j] * d[i] for i in range(3)) for j in range(3)]
     if c[2] <= 1e-6:
         return math.nan, math.nan, c[2]

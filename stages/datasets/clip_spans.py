@@ -69,6 +69,16 @@ def clip_spans(n: int, fps: int, clip_s: float, min_clip_s: float, gop: int
     return spans
 
 
+def render_clip(render_dir: Path, meta: dict, key: str, level_id: str, trajectory: str,
+                span: tuple[int, int] | None = None) -> Clip:
+    """The clip ``span`` (frames [start, end); default: all of them) of the rendered trajectory
+    in ``render_dir``, whose ``meta.json`` is ``meta``."""
+    n = int(meta["frame_count"])
+    start, end = span or (0, n)
+    return Clip(key, level_id, trajectory, render_dir, start, end, int(meta["fps"]),
+                int(meta["settings"]["width"]), int(meta["settings"]["height"]), n)
+
+
 def list_clips(renders_root: Path, index: pd.DataFrame, clip_s: float, min_clip_s: float
                ) -> list[Clip]:
     """Every clip of every rendered trajectory in ``index`` (data/renders/index.parquet)."""
@@ -80,10 +90,9 @@ def list_clips(renders_root: Path, index: pd.DataFrame, clip_s: float, min_clip_
         meta = json.loads((d / "meta.json").read_text())
         gop = int(meta["settings"]["gop"])
         n, fps = int(meta["frame_count"]), int(meta["fps"])
-        for i, (s, e) in enumerate(clip_spans(n, fps, clip_s, min_clip_s, gop)):
-            out.append(Clip(clip_key(str(row["level_id"]), str(row["trajectory"]), i),
-                            str(row["level_id"]), str(row["trajectory"]), d, s, e, fps,
-                            int(meta["settings"]["width"]), int(meta["settings"]["height"]), n))
+        level, traj = str(row["level_id"]), str(row["trajectory"])
+        for i, span in enumerate(clip_spans(n, fps, clip_s, min_clip_s, gop)):
+            out.append(render_clip(d, meta, clip_key(level, traj, i), level, traj, span))
     keys = [c.key for c in out]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})

@@ -32,7 +32,7 @@ import pandas as pd
 from ..core.actions import ACTIONS
 from ..core.camera_json import camera_to_world, k_matrix
 from ..core.trajectory import VIEWS
-from .clip_spans import Clip
+from .clip_spans import Clip, render_clip
 from .samples import CONVENTIONS, export_frames
 
 ENTITY_ROOT = "world"
@@ -48,10 +48,8 @@ def _clip(traj_dir: Path) -> tuple[Clip, dict]:
             raise RerunExportError(f"{traj_dir}: no {need} — expected a rendered trajectory "
                                    "(data/renders/<scene>/<level>/<instance>/<traj>/)")
     meta = json.loads((traj_dir / "meta.json").read_text())
-    n, fps = int(meta["frame_count"]), int(meta["fps"])
-    w, h = int(meta["settings"]["width"]), int(meta["settings"]["height"])
-    return Clip(traj_dir.name, str(meta.get("level_id")), traj_dir.name, traj_dir, 0, n, fps, w,
-                h, n), meta
+    return render_clip(traj_dir, meta, traj_dir.name, str(meta.get("level_id")),
+                       traj_dir.name), meta
 
 
 def _annotations(traj_dir: Path) -> list:

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from stages.cluster.keys import render_settings
-from stages.core.trajectory import VIEWS
 from stages.engine.instance_render import InstanceRenderer, _resolve
 from stages.media.layers import read_layer
 from stages.media.video import read_frames
 
 from ..conftest import small_render_cfg
+from ..posed_frames import posed_frames
 
 log = logging.getLogger("wmforge.gt_truth")
 W, H = 160, 90
@@ -180,37 +180,23 @@ def test_normals_on_flat_floors_lie_within_two_degrees_of_up(downtown):
 
 
 def test_character_ids_equal_the_alignment_gate_mask(trajs, tmp_path):
-    from stages.core import replay
-    from stages.engine.instance_render import _load_traj
-    from stages.engine.replay_render import CharacterPose, SamplePose, ViewPose
-
     cfg = small_render_cfg(width=W, height=H, spatial_samples=1, temporal_samples=1,
                            ground_truth="[ids]")
-    ir = InstanceRenderer(tmp_path, render_settings(cfg, 30), "p3headlessgl", Path.cwd())
-    tdir = trajs / "NatureValley__AlpineMeadow" / "traj_0001"
-    frames, cams, meta, _ = _load_traj(tdir)
-    ir._renderer()
-    ir._ensure_level(meta)
-    ir._ensure_character(meta)
-    rows, views = replay.frame_tables({c: frames[c].tolist() for c in frames},
-                                      {c: cams[c].tolist() for c in cams})
-    segs = frames["segment"].tolist()
     compared = 0
-    for f in (3, 12, 20):
-        c = replay.character_pose(rows, f, 0.0, segs)
-        vp = {v: ViewPose(**replay.camera_pose(views[v], f, 0.0, segs)) for v in VIEWS}
-        pose = SamplePose(CharacterPose(c["pos"], c["quat"], c["scale"], "walk", 0.1 * f), vp)
-        ir.r.start_ground_truth()
-        ir.r.prepare_ground_truth(f, segs, lambda g, p=pose: p, lambda g: None, 0.0)
-        _, masks, _ = ir.r.render([pose], pose, 0.0)
-        planes = ir.r.gt.read()
-        for v in ("back", "left", "right", "top"):
-            gt_mask = np.rint(planes[v]["depth"][..., 1]) == 1
-            gate = masks[v]  # mask_scale 1: the gate's mask at full resolution
-            assert gate.shape == gt_mask.shape
-            assert (gt_mask == gate).all(), (v, f, (gt_mask != gate).sum(), gate.sum())
-            compared += int(gate.sum())
-    ir.close()
+    with posed_frames(tmp_path, cfg, trajs / "NatureValley__AlpineMeadow" / "traj_0001") as pf:
+        r = pf.ir.r
+        for f in (3, 12, 20):
+            pose = pf.pose(f, 0.1 * f)
+            r.start_ground_truth()
+            r.prepare_ground_truth(f, pf.segs, lambda g, p=pose: p, lambda g: None, 0.0)
+            _, masks, _ = r.render([pose], pose, 0.0)
+            planes = r.gt.read()
+            for v in ("back", "left", "right", "top"):
+                gt_mask = np.rint(planes[v]["depth"][..., 1]) == 1
+                gate = masks[v]  # mask_scale 1: the gate's mask at full resolution
+                assert gate.shape == gt_mask.shape
+                assert (gt_mask == gate).all(), (v, f, (gt_mask != gate).sum(), gate.sum())
+                compared += int(gate.sum())
     assert compared > 200
 
 

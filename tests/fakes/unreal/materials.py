@@ -10,29 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.unreal.objects import Object
-from tests.fakes.unreal.structs import _Enum
+from tests.fakes.unreal.structs import unreal_enum
 
-
-class SceneTextureId:
-    PPI_SCENE_DEPTH = _Enum("PPI_SCENE_DEPTH")
-    PPI_WORLD_NORMAL = _Enum("PPI_WORLD_NORMAL")
-    PPI_CUSTOM_STENCIL = _Enum("PPI_CUSTOM_STENCIL")
-    PPI_VELOCITY = _Enum("PPI_VELOCITY")
-
-
-class MaterialDomain:
-    MD_SURFACE = _Enum("MD_SURFACE")
-    MD_POST_PROCESS = _Enum("MD_POST_PROCESS")
-
-
-class BlendableLocation:
-    BL_SCENE_COLOR_AFTER_TONEMAPPING = _Enum("BL_SCENE_COLOR_AFTER_TONEMAPPING")
-    BL_SCENE_COLOR_BEFORE_DOF = _Enum("BL_SCENE_COLOR_BEFORE_DOF")
-
-
-class MaterialProperty:
-    MP_EMISSIVE_COLOR = _Enum("MP_EMISSIVE_COLOR")
-    MP_BASE_COLOR = _Enum("MP_BASE_COLOR")
+SceneTextureId = unreal_enum("SceneTextureId", "PPI_SCENE_DEPTH PPI_WORLD_NORMAL "
+                             "PPI_CUSTOM_STENCIL PPI_VELOCITY")
+MaterialDomain = unreal_enum("MaterialDomain", "MD_SURFACE MD_POST_PROCESS")
+BlendableLocation = unreal_enum("BlendableLocation", "BL_SCENE_COLOR_AFTER_TONEMAPPING "
+                                "BL_SCENE_COLOR_BEFORE_DOF")
+MaterialProperty = unreal_enum("MaterialProperty", "MP_EMISSIVE_COLOR MP_BASE_COLOR")
 
 
 class MaterialInterface(Object):

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tests.fakes.unreal.objects import Object
+from tests.fakes.unreal.objects import Declared, Object
 from tests.fakes.unreal.structs import (
     DirectoryPath,
     FrameRate,
     IntPoint,
     SoftObjectPath,
-    _Enum,
+    unreal_enum,
 )
 
 
@@ -21,40 +21,34 @@ class MoviePipeline(Object):
     pass
 
 
-class MoviePipelineSetting(Object):
-    pass
+class MoviePipelineSetting(Declared):
+    """A setting: its class attributes are MRQ's defaults (FACTS: Unreal)."""
 
 
 class MoviePipelineOutputSetting(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.output_directory = DirectoryPath("")
-        self.file_name_format = "{sequence_name}.{frame_number}"
-        self.output_resolution = IntPoint(1920, 1080)
-        self.zero_pad_frame_numbers = 4
-        self.use_custom_frame_rate = False
-        self.output_frame_rate = FrameRate(24, 1)
-        self.override_existing_output = False
-        self.flush_disk_writes_per_shot = False
+    output_directory = DirectoryPath("")
+    file_name_format = "{sequence_name}.{frame_number}"
+    output_resolution = IntPoint(1920, 1080)
+    zero_pad_frame_numbers = 4
+    use_custom_frame_rate = False
+    output_frame_rate = FrameRate(24, 1)
+    override_existing_output = False
+    flush_disk_writes_per_shot = False
 
 
 class MoviePipelineAntiAliasingSetting(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()  # MRQ's defaults (FACTS: Unreal)
-        self.spatial_sample_count = 1
-        self.temporal_sample_count = 1
-        self.render_warm_up_count = 32
-        self.engine_warm_up_count = 0
-        self.use_camera_cut_for_warm_up = False
-        self.render_warm_up_frames = False
-        self.override_anti_aliasing = False
-        self.anti_aliasing_method: Any = None  # the project's (TSR in 5.x) unless overridden
+    spatial_sample_count = 1
+    temporal_sample_count = 1
+    render_warm_up_count = 32
+    engine_warm_up_count = 0
+    use_camera_cut_for_warm_up = False
+    render_warm_up_frames = False
+    override_anti_aliasing = False
+    anti_aliasing_method: Any = None  # the project's (TSR in 5.x) unless overridden
 
 
 class MoviePipelineCameraSetting(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.render_all_cameras = False
+    render_all_cameras = False
 
 
 class MoviePipelinePostProcessPass:
@@ -72,37 +66,23 @@ DEFAULT_MOTION_VECTORS = "/MovieRenderPipeline/Materials/MovieRenderQueue_Motion
 
 
 class MoviePipelineDeferredPassBase(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.render_main_pass = True
-        self.disable_multisample_effects = False
-        self.additional_post_process_materials: list[MoviePipelinePostProcessPass] = [
-            MoviePipelinePostProcessPass(False, "", DEFAULT_DEPTH, True),
-            MoviePipelinePostProcessPass(False, "", DEFAULT_MOTION_VECTORS, False)]
+    render_main_pass = True
+    disable_multisample_effects = False
+    additional_post_process_materials = [
+        MoviePipelinePostProcessPass(False, "", DEFAULT_DEPTH, True),
+        MoviePipelinePostProcessPass(False, "", DEFAULT_MOTION_VECTORS, False)]
 
 
-class MoviePipelineObjectIdPassIdType:
-    FULL = _Enum("FULL")
-    MATERIAL = _Enum("MATERIAL")
-    ACTOR = _Enum("ACTOR")
-    ACTOR_WITH_HIERARCHY = _Enum("ACTOR_WITH_HIERARCHY")
-    FOLDER = _Enum("FOLDER")
-    LAYER = _Enum("LAYER")
+MoviePipelineObjectIdPassIdType = unreal_enum("MoviePipelineObjectIdPassIdType", "FULL MATERIAL "
+                                              "ACTOR ACTOR_WITH_HIERARCHY FOLDER LAYER")
 
 
 class MoviePipelineObjectIdRenderPass(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.id_type: Any = MoviePipelineObjectIdPassIdType.FULL
-        self.include_translucent_objects = False
+    id_type: Any = MoviePipelineObjectIdPassIdType.FULL
+    include_translucent_objects = False
 
 
-class EXRCompressionFormat:
-    NONE = _Enum("NONE")
-    PIZ = _Enum("PIZ")
-    ZIP = _Enum("ZIP")
-    DWAA = _Enum("DWAA")
-    DWAB = _Enum("DWAB")
+EXRCompressionFormat = unreal_enum("EXRCompressionFormat", "NONE PIZ ZIP DWAA DWAB")
 
 
 class MoviePipelineImageSequenceOutput_PNG(MoviePipelineSetting):  # noqa: N801
@@ -110,32 +90,24 @@ class MoviePipelineImageSequenceOutput_PNG(MoviePipelineSetting):  # noqa: N801
 
 
 class MoviePipelineImageSequenceOutput_EXR(MoviePipelineSetting):  # noqa: N801
-    def __init__(self) -> None:
-        super().__init__()
-        self.compression: Any = EXRCompressionFormat.PIZ
-        self.multilayer = False
+    compression: Any = EXRCompressionFormat.PIZ
+    multilayer = False
 
 
 class MoviePipelineGameOverrideSetting(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.flush_streaming_managers = False
+    flush_streaming_managers = False
 
 
 class MoviePipelineConsoleVariableSetting(MoviePipelineSetting):
-    def __init__(self) -> None:
-        super().__init__()
-        self.cvars: dict[str, float] = {}
+    cvars: dict[str, float] = {}
 
     def add_or_update_console_variable(self, name: str, value: float) -> bool:
         self.cvars[name] = float(value)
         return True
 
 
-class MoviePipelinePrimaryConfig(Object):
-    def __init__(self) -> None:
-        super().__init__()
-        self.settings: dict[type, MoviePipelineSetting] = {}
+class MoviePipelinePrimaryConfig(Declared):
+    settings: dict[type, MoviePipelineSetting] = {}
 
     def find_or_add_setting_by_class(self, class_: type) -> Any:
         if class_ not in self.settings:
@@ -143,22 +115,21 @@ class MoviePipelinePrimaryConfig(Object):
         return self.settings[class_]
 
 
-class MoviePipelineExecutorJob(Object):
+class MoviePipelineExecutorJob(Declared):
+    job_name = ""
+    map = SoftObjectPath()
+    sequence = SoftObjectPath()
+
     def __init__(self) -> None:
         super().__init__()
-        self.job_name = ""
-        self.map = SoftObjectPath()
-        self.sequence = SoftObjectPath()
-        self.config = MoviePipelinePrimaryConfig()
+        self.config = MoviePipelinePrimaryConfig()  # an Object: made with each job, not copied
 
     def get_configuration(self) -> MoviePipelinePrimaryConfig:
         return self.config
 
 
-class MoviePipelineQueue(Object):
-    def __init__(self) -> None:
-        super().__init__()
-        self.jobs: list[MoviePipelineExecutorJob] = []
+class MoviePipelineQueue(Declared):
+    jobs: list[MoviePipelineExecutorJob] = []
 
     def allocate_new_job(self, job_type: type) -> MoviePipelineExecutorJob:
         j = job_type()
@@ -184,17 +155,13 @@ class _Delegate:
             fn(*args)
 
 
-class MoviePipelineExecutorBase(Object):
-    def __init__(self) -> None:
-        super().__init__()
-        self.on_executor_finished_delegate = _Delegate()
-        self.on_executor_errored_delegate = _Delegate()
+class MoviePipelineExecutorBase(Declared):
+    on_executor_finished_delegate = _Delegate()
+    on_executor_errored_delegate = _Delegate()
 
 
 class MoviePipelinePIEExecutor(MoviePipelineExecutorBase):
-    def __init__(self) -> None:
-        super().__init__()
-        self.allow_unsaved = False
+    allow_unsaved = False
 
     def set_allow_using_unsaved_levels(self, should_allow: bool) -> None:
         self.allow_unsaved = should_allow

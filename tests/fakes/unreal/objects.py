@@ -4,6 +4,7 @@ skeletal assertion of Table 2). A stand-in: no Unreal runs here."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from tests.fakes.unreal.host import running_editor
@@ -40,6 +41,20 @@ class Object:
 
     def get_editor_property(self, name: str) -> Any:
         return self._props.get(name)
+
+
+class Declared(Object):
+    """An Object whose public class attributes are its defaults, as Unreal builds each object from
+    its class default object: every instance starts with its own deep copy of them (a list, dict
+    or struct is never shared; an enum value stays itself)."""
+
+    def __init__(self, name: str = ""):
+        super().__init__(name)
+        for klass in reversed(type(self).__mro__):
+            for k, v in vars(klass).items():
+                if not k.startswith("_") and not callable(v) and not isinstance(
+                        v, (classmethod, staticmethod, property)):
+                    setattr(self, k, copy.deepcopy(v))
 
 
 class World(Object):

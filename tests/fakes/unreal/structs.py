@@ -74,43 +74,27 @@ class _Enum:
     def __repr__(self) -> str:
         return self.name
 
+    def __copy__(self) -> _Enum:  # an enum value is one object: the scripts compare with `is`
+        return self
 
-class TraceTypeQuery:
-    TRACE_TYPE_QUERY1 = _Enum("TRACE_TYPE_QUERY1")
-    TRACE_TYPE_QUERY2 = _Enum("TRACE_TYPE_QUERY2")
-
-
-class DrawDebugTrace:
-    NONE = _Enum("NONE")
+    def __deepcopy__(self, memo: dict) -> _Enum:
+        return self
 
 
-class MovementMode:
-    MOVE_WALKING = _Enum("MOVE_WALKING")
-    MOVE_FLYING = _Enum("MOVE_FLYING")
+def unreal_enum(name: str, members: str) -> Any:
+    """The enum class ``name``: one attribute per space-separated name in ``members``, each an
+    :class:`_Enum` of that name (``unreal_enum("X", "A B").A`` is ``A``)."""
+    return type(name, (), {"__module__": __name__, **{m: _Enum(m) for m in members.split()}})
 
 
-class MovieSceneKeyInterpolation:
-    LINEAR = _Enum("LINEAR")
-    AUTO = _Enum("AUTO")
-
-
-class MovieSceneTimeUnit:
-    DISPLAY_RATE = _Enum("DISPLAY_RATE")
-
-
-class CameraFocusMethod:
-    DO_NOT_OVERRIDE = _Enum("DO_NOT_OVERRIDE")
-    MANUAL = _Enum("MANUAL")
-    TRACKING = _Enum("TRACKING")
-    DISABLE = _Enum("DISABLE")
-
-
-class AntiAliasingMethod:
-    AAM_NONE = _Enum("AAM_NONE")
-    AAM_FXAA = _Enum("AAM_FXAA")
-    AAM_TEMPORAL_AA = _Enum("AAM_TEMPORAL_AA")
-    AAM_MSAA = _Enum("AAM_MSAA")
-    AAM_TSR = _Enum("AAM_TSR")
+TraceTypeQuery = unreal_enum("TraceTypeQuery", "TRACE_TYPE_QUERY1 TRACE_TYPE_QUERY2")
+DrawDebugTrace = unreal_enum("DrawDebugTrace", "NONE")
+MovementMode = unreal_enum("MovementMode", "MOVE_WALKING MOVE_FLYING")
+MovieSceneKeyInterpolation = unreal_enum("MovieSceneKeyInterpolation", "LINEAR AUTO")
+MovieSceneTimeUnit = unreal_enum("MovieSceneTimeUnit", "DISPLAY_RATE")
+CameraFocusMethod = unreal_enum("CameraFocusMethod", "DO_NOT_OVERRIDE MANUAL TRACKING DISABLE")
+AntiAliasingMethod = unreal_enum("AntiAliasingMethod", "AAM_NONE AAM_FXAA AAM_TEMPORAL_AA "
+                                 "AAM_MSAA AAM_TSR")
 
 
 class HitResult:
