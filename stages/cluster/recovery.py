@@ -1,8 +1,8 @@
 """The scheduler's side of the progress protocol (paper §8.2): which render instances are
 finished, and partial recovery of interrupted ones.
 
-Recovery keeps a trajectory only if its progress line exists and its expected videos decode to
-the recorded frame count; everything else of the instance is removed; an instance with nothing
+Recovery keeps a trajectory only if its progress line exists and its expected videos (and its
+ground-truth layer files, where it has them) decode to the recorded frame count; everything else of the instance is removed; an instance with nothing
 left is discarded. An instance whose ``owner.lock`` is held — a live renderer, from this run or
 another — is never recovered or deleted.
 """
@@ -63,7 +63,8 @@ def recover_instance(inst: Path, log: Callable[[str], object] = print) -> list[s
         if ok:
             try:
                 m = json.loads((child / "meta.json").read_text())
-                ok = all(count_frames(child / v) == done[child.name][0] for v in m["videos"])
+                ok = all(count_frames(child / v) == done[child.name][0]
+                         for v in m["videos"] + layer_files(m))
             except (OSError, KeyError, json.JSONDecodeError):
                 ok = False
         if ok:
@@ -81,6 +82,12 @@ def recover_instance(inst: Path, log: Callable[[str], object] = print) -> list[s
     (inst / RECOVERED).write_text(json.dumps({"kept": kept}) + "\n")
     log(f"recover: {inst}: kept {len(kept)} trajectories")
     return kept
+
+
+def layer_files(meta: dict) -> list[str]:
+    """The ground-truth layer files (issue #33) a published meta.json lists, per view."""
+    views = (meta.get("ground_truth") or {}).get("views") or {}
+    return [e["file"] for v in views.values() for e in v.values()]
 
 
 def instances(root: Path) -> list[Path]:

@@ -113,3 +113,23 @@ def test_layers_change_no_rgb_byte_with_deferred_shading(trajs, tmp_path):
     on = _render(trajs, tmp_path / "on", shading="deferred",
                  ground_truth="[" + ",".join(LAYERS) + "]")
     assert _digests(off, ".mp4") == _digests(on, ".mp4")
+
+
+def test_recovery_drops_a_trajectory_whose_layer_file_is_cut_short(gt_render, tmp_path):
+    """An interrupted copy (or a disk that lost a file's tail) of a finished trajectory with
+    layers: recovery decodes the layer files too, and drops the trajectory whose depth layer
+    no longer holds every frame, keeping the intact one."""
+    import shutil
+
+    from stages.cluster.recovery import recover_instance
+    from stages.core.progress import PROGRESS, progress_line
+
+    inst = tmp_path / "inst"
+    for name in ("traj_0000", "traj_0001"):
+        shutil.copytree(gt_render, inst / name)
+    (inst / PROGRESS).write_text("".join(progress_line(n, FRAMES, "k" * 16)
+                                         for n in ("traj_0000", "traj_0001")))
+    cut = inst / "traj_0001" / "back.depth.mkv"
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 3])
+    assert recover_instance(inst, log=lambda m: None) == ["traj_0000"]
+    assert not (inst / "traj_0001").exists() and (inst / "traj_0000" / "back.depth.mkv").exists()
