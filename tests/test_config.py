@@ -195,3 +195,14 @@ def test_restated_and_base_file_values_are_caught(tmp_path):
         "render/sample.yaml: render.crf: 20 restates the dataclass default",
         "render/sample.yaml: render.x264_presset is not a key of the schema",
     ]
+
+
+def test_stream_timeout_is_a_spawn_key_checked_at_start_up():
+    """Stage I's wait for a streamed world around a spawn (issue 29) is bounded by a key of
+    the one schema; a bound that is no bound names the key."""
+    assert OmegaConf.load(PARAMS_PATH)["trajectories"]["spawn"]["stream_timeout_s"] == 60.0
+    assert load_params(PARAMS_PATH, ["trajectories.spawn.stream_timeout_s=5"]
+                       ).trajectories.spawn.stream_timeout_s == 5.0
+    with pytest.raises(ConfigError, match=r"trajectories\.spawn\.stream_timeout_s is 0\.0: "
+                                          r"expected a number of seconds > 0"):
+        load_params(PARAMS_PATH, ["trajectories.spawn.stream_timeout_s=0"])

@@ -143,6 +143,86 @@ def test_state_machine_ticks_through_states(tmp_path):
     assert all(len(r.frames) == 40 for r in ctrl.results)
 
 
+class _Streamed:
+    """Around the real engine: an engine that streams its level. The world around a new point
+    is ready only from the ``delay``-th frame it is asked about in a row (never with None); it
+    records its answers per point asked in a row and whether the level was ray cast while the
+    world was not there."""
+
+    def __init__(self, eng, delay):
+        self._eng, self.delay = eng, delay
+        self.name, self.version = eng.name, eng.version
+        self.answers: list[tuple[tuple, list[bool]]] = []
+        self._last = True
+        self.cast_unready = 0
+
+    def __getattr__(self, k):
+        return getattr(self._eng, k)
+
+    def world_ready(self, point):
+        if not self.answers or self.answers[-1][0] != tuple(point):
+            self.answers.append((tuple(point), []))
+        got = self.answers[-1][1]
+        got.append(self.delay is not None and len(got) + 1 >= self.delay)
+        self._last = got[-1]
+        return got[-1]
+
+    def raycast(self, a, b):
+        self.cast_unready += not self._last
+        return self._eng.raycast(a, b)
+
+    def world_status(self):
+        return "3 cells loading"
+
+
+def _course_run(eng, course, spawn=None):
+    spec = CharacterSpec("t/h", 0.3, 0.6, 1.8)
+    ctrl = Stage1Controller(eng, str(course), "t/course", [spec], [0, 1], 40, 30, 3,
+                            ActionConfig(), spawn or SpawnConfig(), CameraRigConfig())
+    ctrl.run(max_ticks=100_000)
+    return ctrl
+
+
+def test_stage1_waits_for_a_streamed_world_before_the_floor_and_while_settling(tmp_path):
+    """Issue 29: an engine that streams its world is asked about each candidate before its
+    floor is searched, and about the spawn each warm-up frame: the character is not let go
+    (the trajectory does not start) before the world around it is there. The trajectories are
+    those of the loaded world. The embedded engine is ready at once."""
+    course = build_course(tmp_path / "course.glb")
+    plain = _course_run(make_engine("embedded"), course)
+    eng = _Streamed(make_engine("embedded"), 40)  # longer than settling and warm-up (18)
+    streamed = _course_run(eng, course)
+    assert make_engine("embedded").world_ready((0.0, 0.0, 0.0)) is True
+    assert [r.failure for r in streamed.results] == [None, None]
+    for a, b in zip(streamed.results, plain.results, strict=True):
+        assert a.meta["spawns"] == b.meta["spawns"]
+        assert [f["pos_z"] for f in a.frames] == pytest.approx([f["pos_z"] for f in b.frames])
+        assert [f["action"] for f in a.frames] == [f["action"] for f in b.frames]
+    assert eng.cast_unready == 0  # no floor searched in a world not there
+    spawned = [tuple(s["position"]) for r in streamed.results for s in r.meta["spawns"]]
+    # per spawn: its candidate asked until ready (then the floor), the spawn asked each warm-up
+    # frame: 39 times no, then settling and warm-up counted only on yes
+    assert [pt for pt, _ in eng.answers[1::2]] == spawned
+    # (the frame that completes settling is the first warm-up frame)
+    wait = SpawnConfig().settle_frames + SpawnConfig().warmup_frames - 1
+    for _pt, got in eng.answers:
+        assert got[:40] == [False] * 39 + [True] and all(got[40:]), got
+    for _pt, got in eng.answers[1::2]:
+        assert len(got) >= 39 + wait, len(got)
+
+
+def test_a_world_that_never_streams_in_fails_with_streaming_timeout(tmp_path):
+    course = build_course(tmp_path / "course.glb")
+    ctrl = _course_run(_Streamed(make_engine("embedded"), None), course,
+                       SpawnConfig(stream_timeout_s=0.5))
+    assert [r.failure for r in ctrl.results] == ["streaming_timeout"] * 2
+    d = ctrl.results[0].detail
+    assert d.startswith(f"level t/course ({course}): the world around the ") and \
+        "did not finish streaming in 15 frames (0.5 s at 30 fps; " \
+        "trajectories.spawn.stream_timeout_s): 3 cells loading" in d, d
+    assert not ctrl.results[0].frames and ctrl.done
+
+
 def test_occlusion_moves_camera_in_front_of_wall(tmp_path):
     course = build_course(tmp_path / "course.glb")
     eng = make_engine("embedded")

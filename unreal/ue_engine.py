@@ -19,6 +19,14 @@ that is not ours before the first spawn; the player controller stays (World Part
 around it) and its view target follows our character (:meth:`spawn_character`), so the cells
 around the character are the ones loaded. The recorded yaw is the body's: the pawn does not take
 the controller's yaw and does not turn toward its movement (Blueprint characters often do).
+
+World Partition (:meth:`UnrealPieEngine.world_ready`): the player controller is the streaming
+source (its view point). Before a spawn candidate's floor is searched the controller is moved
+there and viewed; after the spawn the character is its view target. A point is ready once the
+source's location (``get_streaming_source_location_and_rotation``) is over it and the world's
+``WorldPartitionSubsystem`` reports every cell within the grids' loading range of it activated
+(``is_streaming_completed``). The 5.6 Python API has no world-subsystem getter: the subsystem
+is the live ``WorldPartitionSubsystem`` object whose world is the PIE world.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from stages.core.engine_types import CharacterSpec, CharacterState, LevelInfo, R
 # the camera trace channel (ECC_Camera is TraceTypeQuery2 in a default project's channel table)
 CAMERA_CHANNEL = unreal.TraceTypeQuery.TRACE_TYPE_QUERY2
 LARGE_OBJECTS = 24  # centres of the largest static meshes, spawn candidates (§6.1)
+SOURCE_REACH_CM = 100.0  # the streaming source is "at" a point within this horizontal distance
 
 
 class UnrealPieEngine:
@@ -53,6 +62,9 @@ class UnrealPieEngine:
         self.capsule_used: dict[str, tuple[float, float]] = {}  # character → (r, hh) m
         self.half_height_cm = 0.0
         self.destroyed: list[str] = []  # character actors destroyed between trajectories
+        # the PIE world's WorldPartitionSubsystem (None: not a World Partition map), per world
+        self._partition: tuple[unreal.World, unreal.WorldPartitionSubsystem | None] | None = None
+        self._streaming = ""  # why the last world_ready was False
 
     # ------------------------------------------------------------------ world
 
@@ -211,6 +223,67 @@ class UnrealPieEngine:
         if pc is not None:
             pc.set_view_target_with_blend(pawn, 0.0)
 
+    # ------------------------------------------------------------------ World Partition
+
+    def partition(self) -> unreal.WorldPartitionSubsystem | None:
+        """The PIE world's World Partition subsystem; None for a map without World Partition
+        (the subsystem is created only for partitioned worlds; the class default object has
+        no world)."""
+        world = self.world()
+        if self._partition is None or self._partition[0] != world:
+            found = None
+            for obj in unreal.ObjectIterator(unreal.WorldPartitionSubsystem):
+                if isinstance(obj, unreal.WorldPartitionSubsystem) and obj.get_world() == world:
+                    found = obj
+                    break
+            self._partition = (world, found)
+        return self._partition[1]
+
+    def world_ready(self, point: Vec3) -> bool:
+        """Whether the world under and around ``point`` (contract frame) is streamed in and
+        collides. Moves player 0's streaming source there first: the character once it stands
+        at the point (its view target since the spawn), else the controller itself."""
+        wps = self.partition()
+        if wps is None:
+            return True  # the whole level is loaded with the map
+        world = self.world()
+        pc = unreal.GameplayStatics.get_player_controller(world, 0)
+        if pc is None:
+            raise RuntimeError("World Partition map without a player controller in PIE: "
+                               "nothing streams its cells")
+        # APlayerController's defaults, set again against a project's controller class: a
+        # source that activates cells and, while the character walks, blocks the game thread
+        # rather than let it into cells not yet loaded. The last two share their Python names
+        # with UFUNCTIONs (the stub lists both): set as editor properties, not attributes.
+        pc.enable_streaming_source = True
+        pc.set_editor_property("streaming_source_should_activate", True)
+        pc.set_editor_property("streaming_source_should_block_on_slow_streaming", True)
+        want = ue_frame.to_ue_location(point)
+        pawn = self._pawn
+        if pawn is not None and _apart(pawn.get_actor_location(), want) <= SOURCE_REACH_CM:
+            pc.set_view_target_with_blend(pawn, 0.0)
+        else:
+            pc.set_actor_location(unreal.Vector(*want), False, True)
+            pc.set_view_target_with_blend(pc, 0.0)
+        at, _ = pc.get_streaming_source_location_and_rotation()
+        if _apart(at, want) > SOURCE_REACH_CM:  # the camera manager updates in the next tick
+            self._streaming = (f"player 0's streaming source is at {_m(at)} m, "
+                               f"{_apart(at, want) / 100.0:.1f} m from the spawn")
+            return False
+        query = unreal.WorldPartitionStreamingQuerySource(
+            location=at, use_grid_loading_range=True, spatial_query=True)
+        done = wps.is_streaming_completed(
+            unreal.WorldPartitionRuntimeCellState.ACTIVATED,
+            unreal.Array.cast(unreal.WorldPartitionStreamingQuerySource, [query]), False)
+        self._streaming = "" if done else (
+            f"cells within the loading range of the streaming source at {_m(at)} m are not "
+            "all activated")
+        return bool(done)
+
+    def world_status(self) -> str:
+        """Why the last :meth:`world_ready` answered False (for the failure row)."""
+        return self._streaming
+
     def observed_capsule(self) -> tuple[float, float]:
         """(radius, half cylinder height), m, of the capsule the engine really uses for the
         spawned character (read back after set_capsule_size, which clamps; §7.2)."""
@@ -271,3 +344,13 @@ class UnrealPieEngine:
         if self._pawn is None:
             raise RuntimeError("no character spawned")
         return self._pawn
+
+
+def _apart(a: unreal.Vector, b: tuple[float, float, float]) -> float:
+    """Horizontal distance, cm, between an Unreal location and a point in Unreal cm."""
+    return math.hypot(a.x - b[0], a.y - b[1])
+
+
+def _m(v: unreal.Vector) -> str:
+    p = ue_frame.from_ue_location((v.x, v.y, v.z))
+    return f"({p[0]:.2f}, {p[1]:.2f}, {p[2]:.2f})"

@@ -33,6 +33,10 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
         validate_action_config(obj.trajectories.actions)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    st = obj.trajectories.spawn.stream_timeout_s
+    if not st > 0:
+        raise ConfigError(f"{source}: trajectories.spawn.stream_timeout_s is {st}: expected a "
+                          "number of seconds > 0 (the wait for a streamed world around a spawn)")
     r = obj.render
     if not (r.width and r.height) and r.preset not in RESOLUTION_PRESETS:
         raise ConfigError(f"{source}: render.preset {r.preset!r}; expected one of "

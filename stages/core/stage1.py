@@ -2,8 +2,9 @@
 ``tick()`` per engine frame, talking to the engine only through the protocol — so the same object
 runs in the embedded loop and in Unreal's per-frame callback.
 
-initialize → enter runtime → prepare scene/character → warm up → trajectory loop ↔ respawn →
-exit runtime → compute cameras → next trajectory → done.
+initialize → enter runtime → prepare scene/character (↔ stream: wait for a streamed world around
+the spawn point) → warm up → trajectory loop ↔ respawn → exit runtime → compute cameras → next
+trajectory → done.
 
 Standard library only.
 """
@@ -20,6 +21,7 @@ from .cameras import CameraRigConfig, collapse_stats, compute_tracks
 from .engine_types import CharacterSpec, LevelInfo
 from .spawns import Candidate, column_floors, pick_floor, start_ground
 from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
+from .world_stream import WorldWait
 
 
 @dataclass
@@ -71,6 +73,11 @@ class SpawnConfig:
     start_share: float = 1.0
     # a sampled surface narrower than this many capsule diameters (a wall top) is not a floor
     min_floor_width_caps: float = 3.0
+    # an engine that streams its world (Unreal World Partition) must have the world around a
+    # spawn point loaded before its floor is searched and while the character settles; after
+    # this many seconds of engine frames (1/fps each) without it the trajectory fails
+    # (streaming_timeout). An engine whose level is all loaded (embedded) never waits
+    stream_timeout_s: float = 60.0
 
 
 def validate_action_config(cfg: ActionConfig, key: str = "trajectories.actions") -> None:
@@ -113,7 +120,7 @@ class TrajectoryResult:
 class Stage1Controller:
     """Generates ``count`` trajectories of ``frames`` frames on one loaded level."""
 
-    STATES = ("initialize", "enter_runtime", "prepare", "warmup", "loop", "respawn",
+    STATES = ("initialize", "enter_runtime", "prepare", "stream", "warmup", "loop", "respawn",
               "exit_runtime", "cameras", "next", "done")
 
     def __init__(self, engine: Any, level_path: str, level_id: str, characters: list[CharacterSpec],
@@ -149,6 +156,9 @@ class Stage1Controller:
         self.level: LevelInfo | None = None
         self.ticks = 0
         self._k = -1  # position in self.indices
+        # the streamed world around the spawn point being tried (engine.world_ready)
+        self._world = WorldWait(engine, round(spawn.stream_timeout_s * fps))
+        self._pending: Candidate | None = None
 
     # -------------------------------------------------------------- driving
 
@@ -196,6 +206,7 @@ class Stage1Controller:
         self.spawns: list[dict] = []
         self.failure: tuple[str, str] | None = None
         self._candidates = self._spawn_candidates()
+        self._pending = None
         self.state = "prepare"
 
     def _spawn_candidates(self) -> list[Candidate]:
@@ -247,10 +258,12 @@ class Stage1Controller:
         return None if f is None else f.z
 
     def _on_prepare(self) -> None:
-        """Pick a candidate, find the floor it stands on, drop the character from above."""
+        """Pick a candidate, wait for the world around it (a streaming engine), find the floor it
+        stands on, drop the character from above."""
         assert self.level is not None
         while True:
-            if self.attempts >= self.scfg.max_attempts or not self._candidates:
+            c = self._pending
+            if c is None and (self.attempts >= self.scfg.max_attempts or not self._candidates):
                 roofs = (f"; {self._roof_only} of them stood only on roofs (sky above"
                          + (", the level is marked interior" if self.interior else
                             ", a storey below") + "): its only walkable surface found is a "
@@ -260,8 +273,15 @@ class Stage1Controller:
                                 f"{self.attempts} spawn candidates did not settle{roofs}")
                 self.state = "exit_runtime"
                 return
-            self.attempts += 1
-            c = self._candidates.pop(0)
+            if c is None:
+                self.attempts += 1
+                c = self._candidates.pop(0)
+                hint = c.z if c.z is not None else c.hint_z
+                self._world.start((c.x, c.y, self.level.bounds_min[2] if hint is None else hint))
+            if not self._world.ready():
+                self._pending, self.state = c, "stream"
+                return
+            self._pending = None
             z = self._spawn_height(c)
             if z is None:
                 continue
@@ -277,12 +297,33 @@ class Stage1Controller:
             self._settle_t = 0
             self._stable = 0
             self._warm = 0
+            self._world.start((c.x, c.y, z))
             self.state = "warmup"
             return
+
+    def _on_stream(self) -> None:
+        """A frame spent waiting for the world around the candidate (then as in prepare)."""
+        if self._stream_timed_out():
+            return
+        self._on_prepare()
+
+    def _stream_timed_out(self) -> bool:
+        if self._world.waited():
+            return False
+        kind = self._pending.kind if self._pending is not None else self.spawns[-1]["kind"]
+        self.failure = self._world.failure(self.level_id, self.level_path, kind, self.segment,
+                                           self.fps)
+        self._pending = None
+        self.state = "exit_runtime"
+        return True
 
     def _on_warmup(self) -> None:
         self.engine.apply_input((0.0, 0.0), self.yaw, self.dt)
         st = self.engine.character_state()
+        if not self._world.ready():  # the character is not let go until its world is there
+            self._stable = self._warm = 0
+            self._stream_timed_out()
+            return
         self._settle_t += 1
         flying = self.char.locomotion != "walk"
         at_rest = math.sqrt(sum(v * v for v in st.velocity)) < self.scfg.rest_speed
@@ -394,6 +435,7 @@ class Stage1Controller:
         self.attempts = 0
         self._roof_only = 0
         self._candidates = self._spawn_candidates()
+        self._pending = None
         self.state = "respawn"
 
     def _on_respawn(self) -> None:

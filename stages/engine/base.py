@@ -54,6 +54,13 @@ class Engine(Protocol):
         look past thin occluders and check that they end outside geometry)."""
         ...
 
+    def world_ready(self, point: Vec3) -> bool:
+        """Whether the world under and around ``point`` is loaded and collides (an engine that
+        streams its level, like Unreal's World Partition, starts bringing it in when asked).
+        Stage I asks each frame before searching a spawn's floor and while the character
+        settles (optional: an adapter without it is ready at once)."""
+        ...
+
     def prop_transforms(self) -> list[tuple[str, Vec3, tuple[float, float, float, float]]]:
         """(name, pivot position, quaternion w x y z) per dynamic prop, recorded each frame so
         Stage II can replay pushed props (trajectory contract v2, props.parquet)."""

@@ -427,6 +427,10 @@ class EmbeddedEngine:
             out.append(RayHit((p.x, p.y, p.z), (n.x, n.y, n.z), f))
         return out
 
+    def world_ready(self, point: Vec3) -> bool:
+        """The whole level is loaded with it: always ready."""
+        return True
+
     def prop_positions(self) -> dict[str, Vec3]:
         return {p.getName(): tuple(p.getPos(self.render)) for p in self._props}
 

@@ -30,7 +30,8 @@ class FakeEditor:
                  fps: int = 30, fixed_step: bool = True, level_actors: list[fu.Actor] | None = None,
                  crash_after_jobs: int | None = None, stdout: Any = None,
                  disk: dict[str, Any] | None = None, game_mode_pawn: bool = True,
-                 world_partition: bool = False):
+                 world_partition: bool = False, wp_cell_m: float = 10.0,
+                 wp_range_m: float = 12.0, wp_delay_frames: int = 12, wp_stalls: bool = False):
         from stages.engine.embedded import EmbeddedEngine
 
         self.maps, self.fps, self.fixed_step = maps, fps, fixed_step
@@ -45,6 +46,10 @@ class FakeEditor:
         # view target are loaded (here: the level's corners come from the runtime bounds only)
         self.world_partition = world_partition
         self.world_partition_bounds: Any = None
+        # ... and its collision streams in by cells around player 0's view point (cell size,
+        # loading range in metres, frames to activate; stalls: nothing streams after PIE starts)
+        self.wp_grid = (wp_cell_m, wp_range_m, wp_delay_frames, wp_stalls)
+        self.partition: Any = None  # world_partition.StreamingCells while a PIE world runs
         self.yaw_ticks: list[tuple[int, float | None, float]] = []  # (frame, set, body)
         self.world_states: list[dict] = []  # what each MRQ sample saw (mrq_render)
         self.assets_in_use = False  # delete_loaded_asset refuses (the asset is referenced)
@@ -159,7 +164,17 @@ class FakeEditor:
                 self.add_actor(w, a)
         for pos, yaw in info.player_starts:
             self.add_actor(w, fu.PlayerStart(fu._ue(pos), fu.Rotator(0, 0, -yaw)))
-        self.add_actor(w, fu.PlayerController())
+        # the GameMode puts player 0's controller at the start spot (its pawn's, below)
+        pc = fu.PlayerController(fu._ue(info.player_starts[0][0]) if info.player_starts
+                                 else None)
+        self.add_actor(w, pc)
+        if self.world_partition:
+            from tests.fakes.unreal.world_partition import StreamingCells
+
+            cell, rng, delay, stalls = self.wp_grid
+            self.partition = StreamingCells(self.engine, cell, rng, delay, stalls)
+            self.partition.subsystem._world = w
+            self.partition.begin(fu._m(pc.location))
         if self.game_mode_pawn and info.player_starts:
             # the level's GameMode spawns its DefaultPawn for player 0 at the first PlayerStart
             pos, yaw = info.player_starts[0]
@@ -168,12 +183,22 @@ class FakeEditor:
         self.pie_log.append((self.frame, "begin"))
 
     def _end_play(self) -> None:
+        if self.partition is not None:
+            self.partition.end()
+            self.partition = None
         self.pie_world = None
         self.pie_log.append((self.frame, "end"))
 
     def _tick_world(self, dt: float) -> None:
         from stages.core.engine_types import CharacterSpec
+        from tests.fakes.unreal import world_partition as wp
 
+        pcs = [a for a in self.pie_world.actors if isinstance(a, fu.PlayerController)]
+        for pc in pcs:  # the camera manager's view point, then World Partition streams there
+            p = wp.view_point(pc)
+            wp.streaming_source(pc, p)
+            if self.partition is not None and pc.enable_streaming_source:
+                self.partition.tick(self.frame, p)
         for ch in self.pie_characters():
             cap, mv = ch.capsule_component, ch.character_movement
             hh_cm = cap.get_scaled_capsule_half_height()

@@ -38,6 +38,7 @@ class EditorHost(Protocol):
     deleted: list[str]
     pawns_at_spawn: list[list[str]]
     world_partition_bounds: Any  # a Box for a World Partition map, else None
+    partition: Any  # the streaming cells of a World Partition PIE world, else None
 
     def open_map(self, path: str) -> bool: ...
 

@@ -147,3 +147,9 @@ from tests.fakes.unreal.subsystems import (  # noqa: F401 - the unreal namespace
     register_slate_post_tick_callback,
     unregister_slate_post_tick_callback,
 )
+from tests.fakes.unreal.world_partition import (  # noqa: F401 - the unreal namespace
+    ObjectIterator,
+    WorldPartitionRuntimeCellState,
+    WorldPartitionStreamingQuerySource,
+    WorldPartitionSubsystem,
+)

@@ -163,6 +163,10 @@ class Actor(Object):
         self.rotation = r
         return True
 
+    def set_actor_location(self, new_location: Vector, sweep: bool, teleport: bool) -> None:
+        self.location = new_location
+        return None  # no sweep hit
+
     def get_velocity(self) -> Vector:
         return self.velocity
 
@@ -262,11 +266,28 @@ class Controller(Actor):
 
 
 class PlayerController(Controller):
-    """Player 0's controller in PIE: World Partition streams around its view target."""
+    """Player 0's controller in PIE: a World Partition streaming source (its defaults:
+    enabled, activating, blocking on slow streaming) at its view point, which the camera
+    manager updates in the world tick (``world_partition.view_point``)."""
 
     def __init__(self, location: Vector | None = None, rotation: Rotator | None = None):
         super().__init__(location, rotation)
         self.view_target: Actor | None = None
+        self.enable_streaming_source = True
+        # bStreamingSourceShouldActivate / ...BlockOnSlowStreaming: editor properties whose
+        # Python names are taken by the UFUNCTIONs of the same name (below)
+        self._props.update({"streaming_source_should_activate": True,
+                            "streaming_source_should_block_on_slow_streaming": True})
+        self.source_location, self.source_rotation = self.location, Rotator()
+
+    def streaming_source_should_activate(self) -> bool:
+        return bool(self._props["streaming_source_should_activate"])
+
+    def streaming_source_should_block_on_slow_streaming(self) -> bool:
+        return bool(self._props["streaming_source_should_block_on_slow_streaming"])
+
+    def get_streaming_source_location_and_rotation(self) -> tuple[Vector, Rotator]:
+        return self.source_location, self.source_rotation
 
     def set_view_target_with_blend(self, new_view_target: Actor, blend_time: float = 0.0,
                                    *a: Any, **k: Any) -> None:
