@@ -2,9 +2,10 @@
 finished, and partial recovery of interrupted ones.
 
 Recovery keeps a trajectory only if its progress line exists and its expected videos (and its
-ground-truth layer files, where it has them) decode to the recorded frame count; everything else of the instance is removed; an instance with nothing
-left is discarded. An instance whose ``owner.lock`` is held — a live renderer, from this run or
-another — is never recovered or deleted.
+ground-truth layer files, where it has them) decode to the recorded frame count; everything
+else of the instance is removed; an instance with nothing left is discarded. An instance whose
+``owner.lock`` is held — a live renderer, from this run or another — is never recovered or
+deleted.
 """
 
 from __future__ import annotations
