@@ -166,7 +166,7 @@ def test_a_stalled_renderer_is_killed_retried_then_a_failure_row(trajs, tmp_path
     """Fault injection: after one finished trajectory the renderer sleeps forever."""
     monkeypatch.setenv("WMFORGE_FAULT_INJECTION", json.dumps(
         {"stall": {"stage": "render", "level": "*", "after": 1}}))
-    cfg = _cfg(tmp_path, "node.cpu_slots=1", "node.stall_timeout_s=4", "node.retries=1")
+    cfg = _cfg(tmp_path, "node.cpu_slots=1", "node.stall_timeout_s=6", "node.retries=1")
     index, fails = render_trajectories(cfg, trajs, tmp_path / "r", cfg.render,
                                        log=lambda m: None)
     unit = fails[fails["trajectory"] == -1]

@@ -432,3 +432,27 @@ def test_orientation_correction_turns_the_model_to_its_walking_direction(tmp_pat
                                   fx, fx, 80, 80)
             assert math.dist(got, walk[:2]) < 5
     r.close()
+
+
+def test_the_renderer_beats_while_it_makes_frames(trajs, tmp_path, monkeypatch):
+    """A trajectory that renders longer than node.stall_timeout_s is not a stall: the renderer
+    touches <instance>/heartbeat while it makes frames (the node runner watches the instance
+    folder's files; the videos grow one folder below). Seen here at every beat."""
+    seen: list[int] = []
+    inst = tmp_path / "inst"
+    inst.mkdir()
+    ir = InstanceRenderer(inst, render_settings(_rcfg(), 30), "p3headlessgl", Path.cwd())
+    real = InstanceRenderer.beat
+
+    def beat(self, every_s: float = 0.5) -> None:
+        real(self, 0.0)
+        seen.append((inst / "heartbeat").stat().st_mtime_ns)
+
+    monkeypatch.setattr(InstanceRenderer, "beat", beat)
+    try:
+        ir.render(trajs / "NatureValley__AlpineMeadow" / "traj_0000", "traj_0000", "k" * 16)
+    finally:
+        ir.close()
+    frames = json.loads((inst / "traj_0000" / "meta.json").read_text())["frame_count"]
+    assert len(seen) >= frames + 2  # after the level load, after warm-up, every frame
+    assert seen == sorted(seen) and seen[-1] > seen[0]

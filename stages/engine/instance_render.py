@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,9 @@ def _level_up_axis(meta: dict, path: Path) -> str | None:
     return up
 
 
+HEARTBEAT = "heartbeat"  # touched while frames are made (node runner's stall check)
+
+
 class InstanceRenderer:
     """The embedded GL Stage II renderer (:class:`~stages.engine.stage2.Stage2Renderer`): the
     trajectories of one level into one instance directory (one process)."""
@@ -108,6 +112,16 @@ class InstanceRenderer:
         self.level_report: dict = {}
         self.char_key: str | None = None
         self.encoder: Any = None
+        self._beat_at = -1e9
+
+    def beat(self, every_s: float = 0.5) -> None:
+        """Touch ``<instance>/heartbeat`` (at most every ``every_s``): the node runner watches
+        the instance folder's files, and a trajectory longer than node.stall_timeout_s must
+        not look stalled while its frames are still being made."""
+        now = time.monotonic()
+        if now - self._beat_at >= every_s:
+            self._beat_at = now
+            (self.inst / HEARTBEAT).touch()
 
     def _renderer(self) -> Any:
         if self.r is None:
@@ -151,7 +165,9 @@ class InstanceRenderer:
         model.flattenLight()
         lighting = load_level_lighting(str(path))
         rep = r.load_level(model, lighting, source=str(lv.get("path", "")))
+        self.beat(0.0)
         r.warmup(self.s.warmup_frames)
+        self.beat(0.0)
         self.level_report = {"removed": rep.removed, "textures": rep.textures,
                              "textures_full_res": rep.textures_full_res, "lights": rep.lights,
                              "dynamic_props": rep.props,
@@ -404,6 +420,7 @@ class InstanceRenderer:
                     if win.any():
                         aligned[v] += 1
                 encoder.put(colors)
+                self.beat()
         finally:
             encoder.finish()
         tot_in, tot_ok = sum(in_view.values()), sum(aligned.values())
