@@ -121,7 +121,10 @@ class InstanceRenderer:
         now = time.monotonic()
         if now - self._beat_at >= every_s:
             self._beat_at = now
-            (self.inst / HEARTBEAT).touch()
+            try:
+                (self.inst / HEARTBEAT).touch()
+            except FileNotFoundError:  # the instance folder is made with the first output
+                pass
 
     def _renderer(self) -> Any:
         if self.r is None:

@@ -15,6 +15,7 @@ cores; ``scripts/gpu_run.sh gt`` runs it on the lent GPU.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -83,6 +84,11 @@ def run_one(trajs: Path, level: str, preset: str, spatial: int, layers: list[str
         for layer, e in view.items():
             per_layer[layer] = per_layer.get(layer, 0) + e["bytes"]
     rgb = sum((inst / "traj_0000" / v).stat().st_size for v in meta["videos"])
+    # the RGB of every renderer, digested: layers on or off must not change one byte
+    dig = hashlib.sha256()
+    for i in insts:
+        for v in meta["videos"]:
+            dig.update(hashlib.sha256((i / "traj_0000" / v).read_bytes()).digest())
     return {"config": tag, "layers": layers, "frames": n, "procs": procs,
             "wall_s": round(wall, 2), "five_view_frames_per_s": round(procs * n / wall, 3),
             "five_view_min_per_hour": round(procs * n / meta["fps"] / wall * 60, 2),
@@ -90,7 +96,10 @@ def run_one(trajs: Path, level: str, preset: str, spatial: int, layers: list[str
             "cpu_s_per_frame": round(cpu_s / (procs * n), 4),
             "mb_per_five_view_minute": {k: round(v / minutes / 1e6, 2)
                                         for k, v in per_layer.items()},
-            "rgb_mb_per_five_view_minute": round(rgb / minutes / 1e6, 2)}
+            "rgb_mb_per_five_view_minute": round(rgb / minutes / 1e6, 2),
+            "rgb_sha256": dig.hexdigest()[:16], "rgb_frames": [
+                json.loads((i / "traj_0000" / "meta.json").read_text())["frame_count"]
+                for i in insts]}
 
 
 def main() -> None:
@@ -127,7 +136,8 @@ def main() -> None:
                  f"{100 * r['cpu_of_rgb_only']:.0f} % by CPU time" if base and base is not r
                  else "")
               + f"; MB per five-view minute: {r['mb_per_five_view_minute'] or '-'} "
-              f"(RGB MP4s {r['rgb_mb_per_five_view_minute']})", flush=True)
+              f"(RGB MP4s {r['rgb_mb_per_five_view_minute']}, sha256 {r['rgb_sha256']}, "
+              f"frames {r['rgb_frames']})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     shutil.rmtree(tmp, ignore_errors=True)
