@@ -1,0 +1,255 @@
+"""The G-buffer of every (view, sample) of a frame, from the scene's triangles, in torch: what
+``deferred.GBUF_FRAG`` writes, evaluated at each pixel's visible fragment.
+
+Per pixel: the nearest surface from ``raster`` (alpha below 0.5 cut out before the depth test,
+so the next surface shows through, as GL's ``discard``); its material as ``pbr`` reads it —
+base colour = factor x vertex colour x colour scale x texture, metallic = factor x texture.b,
+roughness = clamp(factor x texture.g, 0.04, 1), the tangent-space normal map where the
+triangle has tangents, the normal turned toward the camera, the emission (factor x texture)
+where the factor is not black. Textures are sampled bilinearly from their full-resolution
+image with their wrap modes; GL samples mipmaps (trilinear), so distant, minified textures
+differ a little (no mip selection here yet). The sun's shadow: a shadow map rasterized by the
+same ``raster`` from the sun's orthographic camera (draw-mask bit 0: the level and the first
+temporal copy of the character), looked up with ``pbr.shadow_pcf``'s bias, Poisson taps and
+per-sample tap split, each tap a 2x2 bilinear depth comparison as GL's ``sampler2DShadow``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .gbuffer_types import GBuffer
+from .raster import rasterize
+from .scene import SLOT_BASE, SLOT_EMISSION, SLOT_MR, SLOT_NORMAL, WRAP_CLAMP, WRAP_MIRROR
+from .scene import TextureTable, _mat4
+from .scene_geometry import Frame, SceneGeometry
+
+SHADOW_BIAS = 0.0015  # level_render's shadow_bias
+PCF_TAPS = ((-0.326, -0.406), (0.962, -0.195), (-0.203, 0.621), (0.473, -0.480),
+            (-0.840, -0.074), (0.519, 0.767), (0.185, -0.893), (-0.696, 0.457))
+
+
+@dataclass
+class Cameras:
+    """V cameras in G-buffer order (view * nsamples + sample)."""
+
+    view_proj: torch.Tensor  # [V,4,4] world -> clip (column vectors)
+    eye: torch.Tensor        # [V,3]
+    bit: torch.Tensor        # [V] int64: the camera's draw-mask bit
+    sample: torch.Tensor     # [V] int64: its sample index within its view
+    nsamples: int
+
+
+@dataclass
+class Sun:
+    view_proj: torch.Tensor  # [4,4] world -> clip of the sun's orthographic shadow camera
+    size: int                # shadow map side, px
+    pcf_taps: int            # 1, 2, 4 or 8
+    bit: int = 0             # the draw-mask bit its camera sees
+
+
+def _camera_matrix(np_: Any, root: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(view_proj, eye) of a Panda3D camera NodePath: its lens' projection (film offset
+    jitter included) after the inverse of its net transform. Matrix math only, no GL."""
+    lens = np_.node().getLens()
+    world = _mat4(np_.getMat(root))
+    return _mat4(lens.getProjectionMat()) @ np.linalg.inv(world), world[:3, 3]
+
+
+def cameras_from_nodes(nodes: list[Any], root: Any, nsamples: int,
+                       device: str | torch.device = "cpu") -> Cameras:
+    """Cameras from Panda3D camera NodePaths listed in G-buffer order."""
+    vps, eyes, bits = [], [], []
+    for np_ in nodes:
+        vp, eye = _camera_matrix(np_, root)
+        vps.append(vp)
+        eyes.append(eye)
+        bits.append(int(np_.node().getCameraMask().getLowestOnBit()))
+    V = len(nodes)
+    return Cameras(torch.tensor(np.stack(vps), dtype=torch.float32, device=device),
+                   torch.tensor(np.stack(eyes), dtype=torch.float32, device=device),
+                   torch.tensor(bits, dtype=torch.int64, device=device),
+                   torch.arange(V, device=device) % nsamples, nsamples)
+
+
+def cameras_from_targets(targets: Any, device: str | torch.device = "cpu") -> Cameras:
+    """The colour cameras of a RenderTargets as placed now (the GL path's own cameras)."""
+    from ...core.trajectory import VIEWS
+
+    nodes = [targets.cams[(v, t, s)] for v in VIEWS for t in range(targets.T)
+             for s in range(targets.S)]
+    return cameras_from_nodes(nodes, targets.scene, targets.N, device)
+
+
+def sun_from_node(sun_np: Any, root: Any, size: int, pcf_taps: int,
+                  device: str | torch.device = "cpu") -> Sun:
+    """The sun's shadow camera (level_render's, after ``fit_sun``)."""
+    vp, _ = _camera_matrix(sun_np, root)
+    return Sun(torch.tensor(vp, dtype=torch.float32, device=device), int(size), int(pcf_taps))
+
+
+def _srgb_lut(device: torch.device) -> torch.Tensor:
+    c = torch.arange(256, dtype=torch.float64) / 255.0
+    lin = torch.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return lin.float().to(device)
+
+
+def _wrap(i: torch.Tensor, n: torch.Tensor, mode: torch.Tensor) -> torch.Tensor:
+    rep = torch.remainder(i, n)
+    m2 = torch.remainder(i, 2 * n)
+    mir = torch.where(m2 < n, m2, 2 * n - 1 - m2)
+    clamp = torch.minimum(i.clamp_min(0), n - 1)
+    return torch.where(mode == WRAP_CLAMP, clamp, torch.where(mode == WRAP_MIRROR, mir, rep))
+
+
+def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Tensor
+           ) -> torch.Tensor:
+    """Bilinear RGBA [n,4] (linear light) of textures ``tex`` [n] at ``uv`` [n,2]; white
+    where ``tex`` is -1 (GL's default texture)."""
+    out = torch.ones(len(tex), 4, device=uv.device)
+    j = torch.nonzero(tex >= 0).squeeze(1)
+    if len(j) == 0:
+        return out
+    t = tex[j]
+    w, h = tt.size[t, 0], tt.size[t, 1]
+    x = uv[j, 0] * w - 0.5
+    y = uv[j, 1] * h - 0.5
+    x0, y0 = torch.floor(x), torch.floor(y)
+    fx, fy = (x - x0)[:, None], (y - y0)[:, None]
+    x0, y0 = x0.long(), y0.long()
+    xs = torch.stack([_wrap(x0, w, tt.wrap[t, 0]), _wrap(x0 + 1, w, tt.wrap[t, 0])], 1)
+    ys = torch.stack([_wrap(y0, h, tt.wrap[t, 1]), _wrap(y0 + 1, h, tt.wrap[t, 1])], 1)
+    idx = tt.offset[t, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
+    raw = tt.texels[idx.reshape(-1)].long().reshape(len(j), 2, 2, 4)
+    lin = lut[raw[..., :3]]
+    val = torch.cat([torch.where(tt.srgb[t, None, None, None], lin, raw[..., :3] / 255.0),
+                     raw[..., 3:] / 255.0], -1)
+    top = val[:, 0, 0] * (1 - fx) + val[:, 0, 1] * fx
+    bot = val[:, 1, 0] * (1 - fx) + val[:, 1, 1] * fx
+    out[j] = (top * (1 - fy) + bot * fy).float()
+    return out
+
+
+def _interp(a: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
+    return torch.einsum("nk,nkc->nc", bary, a[tri])
+
+
+class GBufferRenderer:
+    """The compute G-buffer of one scene at ``width`` x ``height`` per (view, sample)."""
+
+    def __init__(self, geometry: SceneGeometry, width: int, height: int,
+                 budget: int = 1 << 22):
+        self.geo = geometry
+        self.W, self.H = int(width), int(height)
+        self.budget = budget
+        self.lut = _srgb_lut(geometry.device)
+        self.frame_tris: Frame | None = None
+
+    def _base(self, fr: Frame, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
+        m = self.geo.materials
+        mat = fr.mat[tri]
+        uv = _interp(fr.uv, tri, bary)
+        tex = sample(self.geo.textures, m.tex[mat, SLOT_BASE], uv, self.lut)
+        return m.base_color[mat] * _interp(fr.col, tri, bary) * tex
+
+    def _cut(self, fr: Frame):  # noqa: ANN202 - a raster.CutFn
+        def cut(tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
+            return self._base(fr, tri, bary)[:, 3] < 0.5
+        return cut
+
+    def shadow_map(self, fr: Frame, sun: Sun) -> torch.Tensor:
+        """[size, size] window depth seen by the sun (GL rows: row 0 at v = 0)."""
+        vis = ((fr.bits >> sun.bit) & 1).bool()[None]
+        r = rasterize(fr.pos, sun.view_proj[None], sun.size, sun.size, visible=vis,
+                      cull=fr.cull, cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget)
+        return r.depth[0]
+
+    def shadow(self, smap: torch.Tensor, sun: Sun, pos: torch.Tensor, k: torch.Tensor,
+               nsamples: int) -> torch.Tensor:
+        """pbr.shadow_pcf at world positions ``pos`` [n,3] for samples ``k`` [n]."""
+        c4 = torch.cat([pos, torch.ones_like(pos[:, :1])], 1) @ sun.view_proj.T
+        c = c4[:, :3] / c4[:, 3:4] * 0.5 + 0.5
+        n = sun.pcf_taps
+        per = max(1, int(np.ceil(n / nsamples - 1e-4)))
+        taps = torch.tensor(PCF_TAPS, device=pos.device)
+        size = sun.size
+        r = 2.5 / size
+        z = c[:, 2] - SHADOW_BIAS
+        s = torch.zeros_like(z)
+        for jj in range(per):
+            tap = taps[(k * per + jj) & (n - 1)]
+            x = (c[:, 0] + tap[:, 0] * r) * size - 0.5
+            y = (c[:, 1] + tap[:, 1] * r) * size - 0.5
+            x0, y0 = torch.floor(x), torch.floor(y)
+            fx, fy = x - x0, y - y0
+            acc = torch.zeros_like(z)
+            for dy, wy in ((0, 1 - fy), (1, fy)):
+                for dx, wx in ((0, 1 - fx), (1, fx)):
+                    ix, iy = x0.long() + dx, y0.long() + dy
+                    inb = (ix >= 0) & (ix < size) & (iy >= 0) & (iy < size)
+                    d = torch.where(inb, smap[iy.clamp(0, size - 1), ix.clamp(0, size - 1)],
+                                    torch.ones_like(z))
+                    acc = acc + wx * wy * (z <= d).float()
+            s = s + acc
+        outside = (c[:, 0] < 0) | (c[:, 0] > 1) | (c[:, 1] < 0) | (c[:, 1] > 1) | (c[:, 2] > 1)
+        return torch.where(outside, torch.ones_like(s), s / per)
+
+    def render(self, cams: Cameras, sun: Sun | None = None) -> GBuffer:
+        """This frame's G-buffer: the scene as its nodes stand now, seen by ``cams``."""
+        fr = self.geo.frame()
+        self.frame_tris = fr
+        V, H, W = cams.view_proj.shape[0], self.H, self.W
+        vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
+        ras = rasterize(fr.pos, cams.view_proj, W, H, visible=vis, cull=fr.cull,
+                        cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget).flip_rows()
+        dev = fr.pos.device
+        hit = torch.nonzero(ras.tri.reshape(-1) >= 0).squeeze(1)
+        tri = ras.tri.reshape(-1)[hit]
+        bary = ras.bary.reshape(-1, 3)[hit]
+        view = torch.div(hit, H * W, rounding_mode="floor")
+        m = self.geo.materials
+        mat = fr.mat[tri]
+        uv = _interp(fr.uv, tri, bary)
+        base = self._base(fr, tri, bary)
+        mr = sample(self.geo.textures, m.tex[mat, SLOT_MR], uv, self.lut)
+        metallic = (m.metallic[mat] * mr[:, 2]).clamp(0, 1)
+        rough = (m.roughness[mat] * mr[:, 1]).clamp(0.04, 1)
+        pos = _interp(fr.pos, tri, bary)
+        n_i = _interp(fr.nrm, tri, bary)
+        t_i = _interp(fr.tan[..., :3], tri, bary)
+        b_i = _interp(torch.cross(fr.nrm, fr.tan[..., :3], dim=-1) * fr.tan[..., 3:4], tri, bary)
+        n = n_i / n_i.norm(dim=1, keepdim=True).clamp_min(1e-30)
+        ntex = m.tex[mat, SLOT_NORMAL]
+        nm = sample(self.geo.textures, ntex, uv, self.lut)[:, :3]
+        use = (ntex >= 0) & ((t_i * t_i).sum(1) > 0.5) & (nm != 1.0).any(1)
+        xy = nm[:, :2] * 2 - 1
+        tz = (1 - (xy * xy).sum(1)).clamp(0, 1).sqrt()
+        mapped = t_i * xy[:, :1] + b_i * xy[:, 1:] + n_i * tz[:, None]
+        mapped = mapped / mapped.norm(dim=1, keepdim=True).clamp_min(1e-30)
+        n = torch.where(use[:, None], mapped, n)
+        toward = ((cams.eye[view] - pos) * n).sum(1) < 0
+        n = torch.where(toward[:, None], -n, n)
+        emis_f = m.emission[mat]
+        lit = emis_f.sum(1) > 0
+        etex = sample(self.geo.textures, m.tex[mat, SLOT_EMISSION], uv, self.lut)[:, :3]
+        emission = torch.where(lit[:, None], emis_f * etex, torch.zeros_like(emis_f))
+        shadow = torch.ones(len(hit), device=dev)
+        if sun is not None:
+            smap = self.shadow_map(fr, sun)
+            shadow = self.shadow(smap, sun, pos, cams.sample[view], cams.nsamples)
+
+        def plane(vals: torch.Tensor, fill: float, c: int = 0) -> torch.Tensor:
+            shape = (V * H * W, c) if c else (V * H * W,)
+            out = torch.full(shape, fill, dtype=torch.float32, device=dev)
+            out[hit] = vals.float()
+            return out.reshape(V, H, W, c) if c else out.reshape(V, H, W)
+
+        return GBuffer(emission=plane(emission, 0.0, 3), albedo=plane(base[:, :3], 0.0, 3),
+                       metallic=plane(metallic, 0.0), normal=plane(n, 0.0, 3),
+                       roughness=plane(rough, 0.0), shadow=plane(shadow, 1.0),
+                       depth=ras.depth.contiguous(),
+                       inv_view_proj=torch.linalg.inv(cams.view_proj), eye=cams.eye)
