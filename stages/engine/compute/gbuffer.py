@@ -24,8 +24,16 @@ import torch
 
 from .gbuffer_types import GBuffer
 from .raster import rasterize
-from .scene import SLOT_BASE, SLOT_EMISSION, SLOT_MR, SLOT_NORMAL, WRAP_CLAMP, WRAP_MIRROR
-from .scene import TextureTable, _mat4
+from .scene import (
+    SLOT_BASE,
+    SLOT_EMISSION,
+    SLOT_MR,
+    SLOT_NORMAL,
+    WRAP_CLAMP,
+    WRAP_MIRROR,
+    TextureTable,
+    _mat4,
+)
 from .scene_geometry import Frame, SceneGeometry
 
 SHADOW_BIAS = 0.0015  # level_render's shadow_bias
@@ -106,32 +114,79 @@ def _wrap(i: torch.Tensor, n: torch.Tensor, mode: torch.Tensor) -> torch.Tensor:
     return torch.where(mode == WRAP_CLAMP, clamp, torch.where(mode == WRAP_MIRROR, mir, rep))
 
 
-def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Tensor
-           ) -> torch.Tensor:
-    """Bilinear RGBA [n,4] (linear light) of textures ``tex`` [n] at ``uv`` [n,2]; white
-    where ``tex`` is -1 (GL's default texture)."""
-    out = torch.ones(len(tex), 4, device=uv.device)
-    j = torch.nonzero(tex >= 0).squeeze(1)
-    if len(j) == 0:
-        return out
-    t = tex[j]
-    w, h = tt.size[t, 0], tt.size[t, 1]
-    x = uv[j, 0] * w - 0.5
-    y = uv[j, 1] * h - 0.5
+def _bilinear(tt: TextureTable, t: torch.Tensor, lvl: torch.Tensor, uv: torch.Tensor,
+              lut: torch.Tensor) -> torch.Tensor:
+    """Bilinear RGBA [n,4] (linear light) of textures t [n] at their level lvl [n]."""
+    w, h = tt.size[t, lvl, 0], tt.size[t, lvl, 1]
+    x = uv[:, 0] * w - 0.5
+    y = uv[:, 1] * h - 0.5
     x0, y0 = torch.floor(x), torch.floor(y)
     fx, fy = (x - x0)[:, None], (y - y0)[:, None]
     x0, y0 = x0.long(), y0.long()
     xs = torch.stack([_wrap(x0, w, tt.wrap[t, 0]), _wrap(x0 + 1, w, tt.wrap[t, 0])], 1)
     ys = torch.stack([_wrap(y0, h, tt.wrap[t, 1]), _wrap(y0 + 1, h, tt.wrap[t, 1])], 1)
-    idx = tt.offset[t, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
-    raw = tt.texels[idx.reshape(-1)].long().reshape(len(j), 2, 2, 4)
+    idx = tt.offset[t, lvl][:, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
+    raw = tt.texels[idx.reshape(-1)].long().reshape(len(t), 2, 2, 4)
     lin = lut[raw[..., :3]]
     val = torch.cat([torch.where(tt.srgb[t, None, None, None], lin, raw[..., :3] / 255.0),
                      raw[..., 3:] / 255.0], -1)
     top = val[:, 0, 0] * (1 - fx) + val[:, 0, 1] * fx
     bot = val[:, 1, 0] * (1 - fx) + val[:, 1, 1] * fx
-    out[j] = (top * (1 - fy) + bot * fy).float()
+    return top * (1 - fy) + bot * fy
+
+
+def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Tensor,
+           duv: torch.Tensor | None = None) -> torch.Tensor:
+    """RGBA [n,4] (linear light) of textures ``tex`` [n] at ``uv`` [n,2]; white where
+    ``tex`` is -1 (GL's default texture). With ``duv`` [n,2,2] (d uv / d pixel x and y) it
+    is trilinear, GL's LINEAR_MIPMAP_LINEAR: the level of detail log2 of the longer texel
+    footprint, the two nearest levels blended; without, bilinear from level 0."""
+    out = torch.ones(len(tex), 4, device=uv.device)
+    j = torch.nonzero(tex >= 0).squeeze(1)
+    if len(j) == 0:
+        return out
+    t = tex[j]
+    zero = torch.zeros_like(t)
+    if duv is None:
+        out[j] = _bilinear(tt, t, zero, uv[j], lut).float()
+        return out
+    size = tt.size[t, 0].to(uv.dtype)  # [n,2]
+    d = duv[j] * size[:, None, :]  # texels per pixel along x and y
+    rho = torch.maximum(d[:, 0].norm(dim=1), d[:, 1].norm(dim=1))
+    top = (tt.levels[t] - 1).to(uv.dtype)
+    lod = torch.log2(rho.clamp_min(1e-12)).clamp(min=0.0)
+    lod = torch.minimum(lod, top)
+    l0 = torch.floor(lod)
+    f = (lod - l0)[:, None]
+    l0 = l0.long()
+    l1 = torch.minimum(l0 + 1, tt.levels[t] - 1)
+    a = _bilinear(tt, t, l0, uv[j], lut)
+    b = _bilinear(tt, t, l1, uv[j], lut)
+    out[j] = (a * (1 - f) + b * f).float()
     return out
+
+
+def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
+                   view_proj: torch.Tensor, px: torch.Tensor, py: torch.Tensor, W: int, H: int
+                   ) -> torch.Tensor:
+    """d uv / d pixel [n,2,2] (along x, along y) of the source triangles ``tri`` at GL pixel
+    centres (px, py) (py from the bottom), from the triangle's plane in homogeneous 2-D
+    (valid whatever the corners' w): the derivative GL takes across a 2x2 pixel quad."""
+    hom = torch.cat([fr_pos[tri], torch.ones_like(fr_pos[tri][..., :1])], -1)  # [n,3,4]
+    clip = torch.einsum("nij,nkj->nki", view_proj, hom)  # [n,3(corner),4]
+    M = torch.stack([clip[..., 0], clip[..., 1], clip[..., 3]], 1)  # rows x, y, w
+    Minv = torch.linalg.inv(M.double())
+    uvs = fr_uv[tri].double()  # [n,3,2]
+
+    def uv_at(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        p = torch.stack([x / W * 2 - 1, y / H * 2 - 1, torch.ones_like(x)], 1).double()
+        b = torch.einsum("nij,nj->ni", Minv, p)
+        b = b / b.sum(1, keepdim=True)
+        return torch.einsum("nk,nkc->nc", b, uvs)
+
+    x, y = px.double(), py.double()
+    u0 = uv_at(x, y)
+    return torch.stack([uv_at(x + 1, y) - u0, uv_at(x, y + 1) - u0], 1).float()
 
 
 def _interp(a: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
@@ -149,11 +204,12 @@ class GBufferRenderer:
         self.lut = _srgb_lut(geometry.device)
         self.frame_tris: Frame | None = None
 
-    def _base(self, fr: Frame, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
+    def _base(self, fr: Frame, tri: torch.Tensor, bary: torch.Tensor,
+              duv: torch.Tensor | None = None) -> torch.Tensor:
         m = self.geo.materials
         mat = fr.mat[tri]
         uv = _interp(fr.uv, tri, bary)
-        tex = sample(self.geo.textures, m.tex[mat, SLOT_BASE], uv, self.lut)
+        tex = sample(self.geo.textures, m.tex[mat, SLOT_BASE], uv, self.lut, duv)
         return m.base_color[mat] * _interp(fr.col, tri, bary) * tex
 
     def _cut(self, fr: Frame):  # noqa: ANN202 - a raster.CutFn
@@ -165,7 +221,8 @@ class GBufferRenderer:
         """[size, size] window depth seen by the sun (GL rows: row 0 at v = 0)."""
         vis = ((fr.bits >> sun.bit) & 1).bool()[None]
         r = rasterize(fr.pos, sun.view_proj[None], sun.size, sun.size, visible=vis,
-                      cull=fr.cull, cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget)
+                      cull=fr.cull, cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget,
+                      depth_only=True)
         return r.depth[0]
 
     def shadow(self, smap: torch.Tensor, sun: Sun, pos: torch.Tensor, k: torch.Tensor,
@@ -214,8 +271,12 @@ class GBufferRenderer:
         m = self.geo.materials
         mat = fr.mat[tri]
         uv = _interp(fr.uv, tri, bary)
-        base = self._base(fr, tri, bary)
-        mr = sample(self.geo.textures, m.tex[mat, SLOT_MR], uv, self.lut)
+        pix = hit % (H * W)
+        px = (pix % W).float() + 0.5
+        py = (H - 1 - torch.div(pix, W, rounding_mode="floor")).float() + 0.5  # GL rows
+        duv = uv_derivatives(fr.pos, fr.uv, tri, cams.view_proj[view], px, py, W, H)
+        base = self._base(fr, tri, bary, duv)
+        mr = sample(self.geo.textures, m.tex[mat, SLOT_MR], uv, self.lut, duv)
         metallic = (m.metallic[mat] * mr[:, 2]).clamp(0, 1)
         rough = (m.roughness[mat] * mr[:, 1]).clamp(0.04, 1)
         pos = _interp(fr.pos, tri, bary)
@@ -224,7 +285,7 @@ class GBufferRenderer:
         b_i = _interp(torch.cross(fr.nrm, fr.tan[..., :3], dim=-1) * fr.tan[..., 3:4], tri, bary)
         n = n_i / n_i.norm(dim=1, keepdim=True).clamp_min(1e-30)
         ntex = m.tex[mat, SLOT_NORMAL]
-        nm = sample(self.geo.textures, ntex, uv, self.lut)[:, :3]
+        nm = sample(self.geo.textures, ntex, uv, self.lut, duv)[:, :3]
         use = (ntex >= 0) & ((t_i * t_i).sum(1) > 0.5) & (nm != 1.0).any(1)
         xy = nm[:, :2] * 2 - 1
         tz = (1 - (xy * xy).sum(1)).clamp(0, 1).sqrt()
@@ -235,7 +296,7 @@ class GBufferRenderer:
         n = torch.where(toward[:, None], -n, n)
         emis_f = m.emission[mat]
         lit = emis_f.sum(1) > 0
-        etex = sample(self.geo.textures, m.tex[mat, SLOT_EMISSION], uv, self.lut)[:, :3]
+        etex = sample(self.geo.textures, m.tex[mat, SLOT_EMISSION], uv, self.lut, duv)[:, :3]
         emission = torch.where(lit[:, None], emis_f * etex, torch.zeros_like(emis_f))
         shadow = torch.ones(len(hit), device=dev)
         if sun is not None:

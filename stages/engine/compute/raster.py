@@ -155,12 +155,14 @@ class _Setup:
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
               visible: torch.Tensor | None = None, cull: torch.Tensor | None = None,
               cut_tris: torch.Tensor | None = None, cut_fn: CutFn | None = None,
-              budget: int = 1 << 22, max_instances: int = 1 << 22) -> RasterOut:
+              budget: int = 1 << 22, max_instances: int = 1 << 22,
+              depth_only: bool = False) -> RasterOut:
     """Rasterize world triangles ``tris`` [F,3,3] into V views (``view_proj`` [V,4,4]) of
     ``width`` x ``height``. ``visible`` [V,F] bool: which triangles each view draws (draw
     masks); ``cull`` [F] int (CullBack / CullNone); ``cut_tris`` [F] bool: triangles whose
     fragments ``cut_fn`` may cut out. ``budget``: candidate pixels per chunk;
-    ``max_instances``: (view, triangle) pairs clipped at once."""
+    ``max_instances``: (view, triangle) pairs clipped at once; ``depth_only``: leave ``tri``
+    and ``bary`` empty (a shadow map)."""
     if tris.ndim != 3 or tris.shape[1:] != (3, 3):
         raise ValueError(f"rasterize: tris has shape {tuple(tris.shape)}; expected [F,3,3]")
     V, F = view_proj.shape[0], tris.shape[0]
@@ -193,7 +195,7 @@ def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: i
         setups.append(st)
         offsets.append(base)
         base += len(st.src)
-    return _resolve(zbuf, setups, offsets, V, H, W)
+    return _resolve(zbuf, setups, offsets, V, H, W, depth_only)
 
 
 def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.Tensor | None,
@@ -234,8 +236,13 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
 
 
 def _resolve(zbuf: torch.Tensor, setups: list[_Setup], offsets: list[int], V: int, H: int,
-             W: int) -> RasterOut:
+             W: int, depth_only: bool = False) -> RasterOut:
     dev = zbuf.device
+    if depth_only:
+        hit_d = zbuf != NO_HIT
+        depth_d = torch.where(hit_d, (zbuf >> 32).to(torch.int32).view(torch.float32), 1.0)
+        return RasterOut(zbuf.new_zeros(0), zbuf.new_zeros(0, dtype=torch.float32),
+                         depth_d.view(V, H, W))
     tri = torch.full((V * H * W,), -1, dtype=torch.int64, device=dev)
     bary = torch.zeros(V * H * W, 3, dtype=torch.float32, device=dev)
     depth = torch.ones(V * H * W, dtype=torch.float32, device=dev)

@@ -32,13 +32,41 @@ WRAP_REPEAT, WRAP_CLAMP, WRAP_MIRROR = 0, 1, 2
 
 @dataclass
 class TextureTable:
-    """Every texture's RGBA8 texels in one flat tensor, rows bottom-up."""
+    """Every texture's RGBA8 texels and mipmaps in one flat tensor, rows bottom-up."""
 
-    texels: torch.Tensor   # [sum(w*h), 4] uint8
-    offset: torch.Tensor   # [T] int64: first texel of each texture
-    size: torch.Tensor     # [T, 2] int64: (width, height)
+    texels: torch.Tensor   # [sum over textures and levels of w*h, 4] uint8
+    offset: torch.Tensor   # [T, L] int64: first texel of each texture's level (L: most levels)
+    size: torch.Tensor     # [T, L, 2] int64: (width, height) of each level
+    levels: torch.Tensor   # [T] int64: how many levels each texture has
     srgb: torch.Tensor     # [T] bool: colour channels are sRGB-encoded
     wrap: torch.Tensor     # [T, 2] int64: WRAP_* for u and v
+
+
+def _srgb_encode(c: np.ndarray) -> np.ndarray:
+    return np.where(c <= 0.0031308, c * 12.92, 1.055 * np.power(np.maximum(c, 0), 1 / 2.4)
+                    - 0.055)
+
+
+def mip_chain(img: np.ndarray, srgb: bool) -> list[np.ndarray]:
+    """Level 0 and its 2x2 box-filtered reductions down to 1x1 ([h, w, 4] uint8 each), in
+    linear light for sRGB colour (as GL generates sRGB mipmaps); an odd row or column is
+    dropped (GL leaves non-power-of-two reductions to the driver)."""
+    out = [img]
+    lin = img.astype(np.float64) / 255.0
+    if srgb:
+        rgb = lin[..., :3]
+        lin[..., :3] = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    while lin.shape[0] > 1 or lin.shape[1] > 1:
+        h, w = lin.shape[:2]
+        h2, w2 = max(1, h // 2), max(1, w // 2)
+        a = lin[: h2 * 2 if h > 1 else 1, : w2 * 2 if w > 1 else 1]
+        a = a.reshape(h2, a.shape[0] // h2, w2, a.shape[1] // w2, 4).mean(axis=(1, 3))
+        lin = a
+        enc = a.copy()
+        if srgb:
+            enc[..., :3] = _srgb_encode(a[..., :3])
+        out.append(np.clip(np.rint(enc * 255.0), 0, 255).astype(np.uint8))
+    return out
 
 
 @dataclass
@@ -96,7 +124,7 @@ def _column(vd: Any, name: str) -> np.ndarray | None:
         vals = np.ascontiguousarray(raw.reshape(n, stride)[:, start:start + k * sz])
         out = vals.view(dt).reshape(n, k).astype(np.float64)
         if dt in (np.uint8, np.uint16) and col.getContents() == GeomEnums.C_color:
-            out /= float(np.iinfo(dt).max)
+            out /= 255.0 if dt is np.uint8 else 65535.0
         return out
     r = GeomVertexReader(vd, name)  # packed or unusual layouts: Panda3D's reader
     return np.array([list(r.getData4())[:k] for _ in range(n)], np.float64).reshape(n, k)
@@ -190,7 +218,10 @@ class _MaterialTable:
         srgb_formats = {Texture.F_srgb, Texture.F_srgb_alpha, Texture.F_sluminance,
                         Texture.F_sluminance_alpha}
         wrap_of = {SamplerState.WM_repeat: WRAP_REPEAT, SamplerState.WM_mirror: WRAP_MIRROR}
-        texels, offs, sizes, srgb, wraps, min_alpha = [], [], [], [], [], []
+        texels: list[np.ndarray] = []
+        offs: list[list[int]] = []
+        sizes: list[list[tuple[int, int]]] = []
+        srgb, wraps, min_alpha = [], [], []
         off = 0
         for tex in self.textures:
             if not tex.hasRamImage():
@@ -201,14 +232,24 @@ class _MaterialTable:
             if img.size != w * h * 4:
                 raise ValueError(f"compute scene: texture {tex.getName()!r} is {img.size} "
                                  f"bytes as RGBA, expected {w}x{h}x4 (a 3-D or cube texture?)")
-            texels.append(img.reshape(-1, 4))
-            offs.append(off)
-            off += w * h
-            sizes.append((w, h))
-            srgb.append(tex.getFormat() in srgb_formats)
+            is_srgb = tex.getFormat() in srgb_formats
+            chain = mip_chain(img.reshape(h, w, 4), is_srgb) if tex.usesMipmaps() else [
+                img.reshape(h, w, 4)]
+            offs.append([])
+            sizes.append([])
+            for lvl in chain:
+                texels.append(lvl.reshape(-1, 4))
+                offs[-1].append(off)
+                sizes[-1].append((lvl.shape[1], lvl.shape[0]))
+                off += lvl.shape[0] * lvl.shape[1]
+            srgb.append(is_srgb)
             wraps.append((wrap_of.get(tex.getWrapU(), WRAP_CLAMP),
                           wrap_of.get(tex.getWrapV(), WRAP_CLAMP)))
             min_alpha.append(int(img[3::4].min()) if img.size else 255)
+        L = max((len(o) for o in offs), default=1)
+        nlev = [len(o) for o in offs]
+        offs = [o + [o[-1]] * (L - len(o)) for o in offs]
+        sizes = [z + [z[-1]] * (L - len(z)) for z in sizes]
         rows = self.rows or [((1.0,) * 4, 0.0, 0.8, (0.0,) * 3, (-1,) * 4)]
         tex = torch.tensor([r[4] for r in rows], dtype=torch.int64)
         base = torch.tensor([r[0] for r in rows], dtype=torch.float32)
@@ -221,8 +262,10 @@ class _MaterialTable:
                          tex.to(device), (base[:, 3] * tex_alpha < 0.5).to(device))
         flat = (torch.from_numpy(np.concatenate(texels)) if texels
                 else torch.zeros(1, 4, dtype=torch.uint8))
-        table = TextureTable(flat.to(device), torch.tensor(offs, dtype=torch.int64).to(device),
-                             torch.tensor(sizes, dtype=torch.int64).reshape(-1, 2).to(device),
+        table = TextureTable(flat.to(device),
+                             torch.tensor(offs, dtype=torch.int64).reshape(-1, L).to(device),
+                             torch.tensor(sizes, dtype=torch.int64).reshape(-1, L, 2).to(device),
+                             torch.tensor(nlev, dtype=torch.int64).to(device),
                              torch.tensor(srgb, dtype=torch.bool).to(device),
                              torch.tensor(wraps, dtype=torch.int64).reshape(-1, 2).to(device))
         return mats, table

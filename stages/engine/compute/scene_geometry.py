@@ -148,7 +148,7 @@ class SceneGeometry:
         self.materials: Materials
         self.textures: TextureTable
         self.materials, self.textures = table.build(self.device)
-        self._local: dict[int, tuple[torch.Tensor, ...]] = {}
+        self._local: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._static = self._stack(self.static, world=True)
 
     def _tensors(self, pc: Piece, world: bool) -> dict[str, torch.Tensor]:
@@ -163,9 +163,11 @@ class SceneGeometry:
         else:
             d = self.device
             if pc.reread or id(pc) not in self._local:
-                self._local[id(pc)] = tuple(torch.from_numpy(a).to(d)
-                                            for a in (pc.pos, pc.nrm, pc.tan))
-            p, n, t = _corner_frame(*self._local[id(pc)], m.float().to(d))
+                self._local[id(pc)] = (torch.from_numpy(pc.pos).to(d),
+                                       torch.from_numpy(pc.nrm).to(d),
+                                       torch.from_numpy(pc.tan).to(d))
+            lp, ln, lt = self._local[id(pc)]
+            p, n, t = _corner_frame(lp, ln, lt, m.float().to(d))
         F = len(pc.pos)
         cut = bool(self.materials.may_cut[pc.material]) or bool((pc.col[..., 3] < 0.5).any())
         return {"pos": p.float(), "nrm": n.float(), "tan": t.float(),
