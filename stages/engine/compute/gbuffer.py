@@ -16,12 +16,10 @@ per-sample tap split, each tap a 2x2 bilinear depth comparison as GL's ``sampler
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import torch
 
+from .cameras import Cameras, Sun
 from .gbuffer_types import GBuffer
 from .raster import rasterize
 from .scene import (
@@ -32,72 +30,12 @@ from .scene import (
     WRAP_CLAMP,
     WRAP_MIRROR,
     TextureTable,
-    _mat4,
 )
 from .scene_geometry import Frame, SceneGeometry
 
 SHADOW_BIAS = 0.0015  # level_render's shadow_bias
 PCF_TAPS = ((-0.326, -0.406), (0.962, -0.195), (-0.203, 0.621), (0.473, -0.480),
             (-0.840, -0.074), (0.519, 0.767), (0.185, -0.893), (-0.696, 0.457))
-
-
-@dataclass
-class Cameras:
-    """V cameras in G-buffer order (view * nsamples + sample)."""
-
-    view_proj: torch.Tensor  # [V,4,4] world -> clip (column vectors)
-    eye: torch.Tensor        # [V,3]
-    bit: torch.Tensor        # [V] int64: the camera's draw-mask bit
-    sample: torch.Tensor     # [V] int64: its sample index within its view
-    nsamples: int
-
-
-@dataclass
-class Sun:
-    view_proj: torch.Tensor  # [4,4] world -> clip of the sun's orthographic shadow camera
-    size: int                # shadow map side, px
-    pcf_taps: int            # 1, 2, 4 or 8
-    bit: int = 0             # the draw-mask bit its camera sees
-
-
-def _camera_matrix(np_: Any, root: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(view_proj, eye) of a Panda3D camera NodePath: its lens' projection (film offset
-    jitter included) after the inverse of its net transform. Matrix math only, no GL."""
-    lens = np_.node().getLens()
-    world = _mat4(np_.getMat(root))
-    return _mat4(lens.getProjectionMat()) @ np.linalg.inv(world), world[:3, 3]
-
-
-def cameras_from_nodes(nodes: list[Any], root: Any, nsamples: int,
-                       device: str | torch.device = "cpu") -> Cameras:
-    """Cameras from Panda3D camera NodePaths listed in G-buffer order."""
-    vps, eyes, bits = [], [], []
-    for np_ in nodes:
-        vp, eye = _camera_matrix(np_, root)
-        vps.append(vp)
-        eyes.append(eye)
-        bits.append(int(np_.node().getCameraMask().getLowestOnBit()))
-    V = len(nodes)
-    return Cameras(torch.tensor(np.stack(vps), dtype=torch.float32, device=device),
-                   torch.tensor(np.stack(eyes), dtype=torch.float32, device=device),
-                   torch.tensor(bits, dtype=torch.int64, device=device),
-                   torch.arange(V, device=device) % nsamples, nsamples)
-
-
-def cameras_from_targets(targets: Any, device: str | torch.device = "cpu") -> Cameras:
-    """The colour cameras of a RenderTargets as placed now (the GL path's own cameras)."""
-    from ...core.trajectory import VIEWS
-
-    nodes = [targets.cams[(v, t, s)] for v in VIEWS for t in range(targets.T)
-             for s in range(targets.S)]
-    return cameras_from_nodes(nodes, targets.scene, targets.N, device)
-
-
-def sun_from_node(sun_np: Any, root: Any, size: int, pcf_taps: int,
-                  device: str | torch.device = "cpu") -> Sun:
-    """The sun's shadow camera (level_render's, after ``fit_sun``)."""
-    vp, _ = _camera_matrix(sun_np, root)
-    return Sun(torch.tensor(vp, dtype=torch.float32, device=device), int(size), int(pcf_taps))
 
 
 def _srgb_lut(device: torch.device) -> torch.Tensor:
@@ -256,7 +194,8 @@ class GBufferRenderer:
         return torch.where(outside, torch.ones_like(s), s / per)
 
     def render(self, cams: Cameras, sun: Sun | None = None) -> GBuffer:
-        """This frame's G-buffer: the scene as its nodes stand now, seen by ``cams``."""
+        """This frame's G-buffer: the scene as its nodes stand now, seen by ``cams``. Pixels
+        are shaded in chunks of ``budget`` (bounded memory at 720p x 8 samples)."""
         fr = self.geo.frame()
         self.frame_tris = fr
         V, H, W = cams.view_proj.shape[0], self.H, self.W
@@ -264,9 +203,31 @@ class GBufferRenderer:
         ras = rasterize(fr.pos, cams.view_proj, W, H, visible=vis, cull=fr.cull,
                         cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget).flip_rows()
         dev = fr.pos.device
-        hit = torch.nonzero(ras.tri.reshape(-1) >= 0).squeeze(1)
-        tri = ras.tri.reshape(-1)[hit]
-        bary = ras.bary.reshape(-1, 3)[hit]
+        n = V * H * W
+        planes = {"emission": torch.zeros(n, 3, device=dev),
+                  "albedo": torch.zeros(n, 3, device=dev), "metallic": torch.zeros(n, device=dev),
+                  "normal": torch.zeros(n, 3, device=dev), "roughness": torch.zeros(n, device=dev),
+                  "shadow": torch.ones(n, device=dev)}
+        smap = self.shadow_map(fr, sun) if sun is not None else None
+        hits = torch.nonzero(ras.tri.reshape(-1) >= 0).squeeze(1)
+        tris, barys = ras.tri.reshape(-1), ras.bary.reshape(-1, 3)
+        step = max(1, self.budget // 2)
+        for i in range(0, len(hits), step):
+            hit = hits[i:i + step]
+            for name, vals in self._shade(fr, cams, sun, smap, hit, tris[hit],
+                                          barys[hit]).items():
+                planes[name][hit] = vals.float()
+        shp = {k: (V, H, W, 3) if v.ndim == 2 else (V, H, W) for k, v in planes.items()}
+        return GBuffer(**{k: v.reshape(shp[k]) for k, v in planes.items()},
+                       depth=ras.depth.contiguous(),
+                       inv_view_proj=torch.linalg.inv(cams.view_proj), eye=cams.eye)
+
+    def _shade(self, fr: Frame, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
+               hit: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor
+               ) -> dict[str, torch.Tensor]:
+        """GBUF_FRAG at the pixels ``hit`` (flat [V*H*W] indices, rows top-down) whose
+        visible fragment is triangle ``tri`` at barycentrics ``bary``."""
+        H, W = self.H, self.W
         view = torch.div(hit, H * W, rounding_mode="floor")
         m = self.geo.materials
         mat = fr.mat[tri]
@@ -282,7 +243,8 @@ class GBufferRenderer:
         pos = _interp(fr.pos, tri, bary)
         n_i = _interp(fr.nrm, tri, bary)
         t_i = _interp(fr.tan[..., :3], tri, bary)
-        b_i = _interp(torch.cross(fr.nrm, fr.tan[..., :3], dim=-1) * fr.tan[..., 3:4], tri, bary)
+        b_i = _interp(torch.cross(fr.nrm[tri], fr.tan[tri, :, :3], dim=-1)
+                      * fr.tan[tri, :, 3:4], torch.arange(len(tri), device=tri.device), bary)
         n = n_i / n_i.norm(dim=1, keepdim=True).clamp_min(1e-30)
         ntex = m.tex[mat, SLOT_NORMAL]
         nm = sample(self.geo.textures, ntex, uv, self.lut, duv)[:, :3]
@@ -297,20 +259,8 @@ class GBufferRenderer:
         emis_f = m.emission[mat]
         lit = emis_f.sum(1) > 0
         etex = sample(self.geo.textures, m.tex[mat, SLOT_EMISSION], uv, self.lut, duv)[:, :3]
-        emission = torch.where(lit[:, None], emis_f * etex, torch.zeros_like(emis_f))
-        shadow = torch.ones(len(hit), device=dev)
-        if sun is not None:
-            smap = self.shadow_map(fr, sun)
-            shadow = self.shadow(smap, sun, pos, cams.sample[view], cams.nsamples)
-
-        def plane(vals: torch.Tensor, fill: float, c: int = 0) -> torch.Tensor:
-            shape = (V * H * W, c) if c else (V * H * W,)
-            out = torch.full(shape, fill, dtype=torch.float32, device=dev)
-            out[hit] = vals.float()
-            return out.reshape(V, H, W, c) if c else out.reshape(V, H, W)
-
-        return GBuffer(emission=plane(emission, 0.0, 3), albedo=plane(base[:, :3], 0.0, 3),
-                       metallic=plane(metallic, 0.0), normal=plane(n, 0.0, 3),
-                       roughness=plane(rough, 0.0), shadow=plane(shadow, 1.0),
-                       depth=ras.depth.contiguous(),
-                       inv_view_proj=torch.linalg.inv(cams.view_proj), eye=cams.eye)
+        out = {"emission": torch.where(lit[:, None], emis_f * etex, torch.zeros_like(emis_f)),
+               "albedo": base[:, :3], "metallic": metallic, "normal": n, "roughness": rough}
+        if sun is not None and smap is not None:
+            out["shadow"] = self.shadow(smap, sun, pos, cams.sample[view], cams.nsamples)
+        return out

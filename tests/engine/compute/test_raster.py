@@ -149,7 +149,8 @@ def test_alpha_cut_out_shows_the_surface_behind():
     alpha is below 0.5 the G-buffer holds the red card behind it."""
     from panda3d.core import Camera, NodePath, PerspectiveLens
 
-    from stages.engine.compute.gbuffer import GBufferRenderer, cameras_from_nodes
+    from stages.engine.compute.cameras import cameras_from_nodes
+    from stages.engine.compute.gbuffer import GBufferRenderer
     from stages.engine.compute.scene_geometry import SceneGeometry
 
     root = _card_scene()
@@ -173,11 +174,8 @@ def sample_level_pair(tmp_path_factory):
     """GL's deferred G-buffer and the compute one of the same frame: the generated
     AlpineMeadow level, the skinned humanoid Alex mid-walk, the default five-view rig."""
     from stages.assetgen import characters, levels
-    from stages.engine.compute.gbuffer import (
-        GBufferRenderer,
-        cameras_from_targets,
-        sun_from_node,
-    )
+    from stages.engine.compute.cameras import cameras_from_targets, sun_from_node
+    from stages.engine.compute.gbuffer import GBufferRenderer
     from stages.engine.compute.scene_geometry import SceneGeometry
     from stages.engine.level_render import load_level_lighting
     from stages.engine.models import load_model
@@ -200,12 +198,12 @@ def sample_level_pair(tmp_path_factory):
     sun = sun_from_node(r.sun, r.scene, look.shadow_map_size, look.shadow_pcf_taps)
     gb = gr.render(cams, sun)
     gb2 = gr.render(cams, sun)
-    yield gl, gb, gb2, geo
+    yield gl, gb, gb2, geo, r, cams, sun
     r.close()
 
 
 def test_the_gbuffer_matches_gl_on_a_sample_level(sample_level_pair):
-    gl, gb, _, geo = sample_level_pair
+    gl, gb, _, geo, *_ = sample_level_pair
     assert geo.moving, "the character copies and props are dynamic pieces"
     cov_c, cov_g = gb.depth.numpy() < 1, gl["depth"] < 1
     both = cov_c & cov_g
@@ -238,7 +236,7 @@ def test_the_gbuffer_matches_gl_on_a_sample_level(sample_level_pair):
 
 
 def test_the_same_frame_gives_the_same_bytes(sample_level_pair):
-    _, gb, gb2, _ = sample_level_pair
+    _, gb, gb2, *_ = sample_level_pair
     for name in ("emission", "albedo", "metallic", "normal", "roughness", "shadow", "depth"):
         a, b = getattr(gb, name), getattr(gb2, name)
         assert a.numpy().tobytes() == b.numpy().tobytes(), name
@@ -247,8 +245,26 @@ def test_the_same_frame_gives_the_same_bytes(sample_level_pair):
 def test_world_positions_rebuild_from_depth(sample_level_pair):
     """The lighting pass rebuilds positions from depth and inv_view_proj: they land on the
     surface the rasterizer found (its eye distance agrees)."""
-    _, gb, _, _ = sample_level_pair
+    _, gb, *_ = sample_level_pair
     pos = gb.world_position()
     cov = gb.covered
     dist = (pos - gb.eye[:, None, None, :]).norm(dim=-1)[cov]
     assert bool(torch.isfinite(dist).all()) and float(dist.min()) > 0.04
+
+
+def test_cameras_and_sun_from_poses_are_the_gl_paths(sample_level_pair):
+    """Without any GL object: the cameras built from the replayed poses and the sun placed
+    around the character give the matrices of the GL renderer's own nodes."""
+    from stages.engine.compute.cameras import cameras_from_poses, sun_for_target
+    from tests.engine.compute.gl_gbuffer import default_poses
+
+    *_, r, cams, sun = sample_level_pair
+    from stages.engine.replay_render import CharacterPose, SamplePose
+
+    cp = CharacterPose((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None, 0.0)
+    mine = cameras_from_poses([SamplePose(cp, default_poses(W, H))], W, H, 1)
+    assert torch.allclose(mine.view_proj, cams.view_proj, rtol=1e-5, atol=1e-5)
+    assert torch.equal(mine.bit, cams.bit)
+    s2 = sun_for_target(r.level.sun_dir, (0.0, 0.0, 0.0), r.look.shadow_extent_m, sun.size,
+                        sun.pcf_taps)
+    assert torch.allclose(s2.view_proj, sun.view_proj, rtol=1e-5, atol=1e-5)
