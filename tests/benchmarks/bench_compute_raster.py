@@ -1,7 +1,8 @@
 """The compute renderer's visibility and G-buffer (issue #30, part A): milliseconds per
 five-view G-buffer of a generated sample level with the skinned humanoid walking, on CPU or
 CUDA — the shadow map, the rasterization of every (view, sample), the material evaluation and
-the re-read of the posed character included.
+the character's skinning in torch included (the CPU poser still runs too: it
+sets the joints, then skins on the CPU for the GL path, outside the timed span).
 
     python tests/benchmarks/bench_compute_raster.py [--size 1280x720] [--spatial 1]
         [--temporal 1] [--device cpu|cuda] [--level AlpineMeadow] [--frames 5] [--threads 1]
@@ -65,8 +66,9 @@ def main() -> None:
     r.load_level(model, load_level_lighting(str(lv)))
     r.load_character(load_model(str(ch)), str(ch), {}, 0.0)
     t0 = time.perf_counter()
+    skins = [sk for p in r.char_posers for sk in getattr(p, "skins", [])]
     geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
-                        device=dev)
+                        device=dev, skins=skins)
     extract_s = time.perf_counter() - t0
     gr = GBufferRenderer(geo, W, H)
     views = default_poses(W, H)

@@ -135,10 +135,12 @@ class GBufferRenderer:
     """The compute G-buffer of one scene at ``width`` x ``height`` per (view, sample)."""
 
     def __init__(self, geometry: SceneGeometry, width: int, height: int,
-                 budget: int = 1 << 22):
+                 budget: int | None = None):
         self.geo = geometry
         self.W, self.H = int(width), int(height)
-        self.budget = budget
+        # candidate fragments per raster chunk: large on a GPU (fewer launches), small on a
+        # CPU (the chunk's temporaries stay in cache)
+        self.budget = budget or (1 << 22 if geometry.device.type == "cuda" else 1 << 18)
         self.lut = _srgb_lut(geometry.device)
         self.frame_tris: Frame | None = None
 

@@ -134,6 +134,16 @@ class _Setup:
         self.area, self.view, self.src, self.bary = area[idx], view[idx], src[idx], bary[idx]
         self.x0, self.y0 = x0[idx].long(), y0[idx].long()
         self.bw, self.bh = bw[idx].long(), bh[idx].long()
+        # plane equations relative to corner 0, one row per triangle (a single gather per
+        # fragment): lam_i = a_i dx + b_i dy + [1, 0, 0]_i, z = z_0 + dz/dx dx + dz/dy dy
+        sx, sy, zn, area = self.sx, self.sy, self.zn, self.area
+        nx, ny = sx.roll(-1, 1), sy.roll(-1, 1)  # corner i+1
+        px_, py_ = sx.roll(-2, 1), sy.roll(-2, 1)  # corner i+2
+        a = -(py_ - ny) / area[:, None]
+        b = (px_ - nx) / area[:, None]
+        self.plane = torch.cat([sx[:, :1], sy[:, :1], a, b, zn[:, :1],
+                                (a * zn).sum(1, keepdim=True), (b * zn).sum(1, keepdim=True)],
+                               1)
 
     def fragment(self, t: torch.Tensor, px: torch.Tensor, py: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -143,6 +153,17 @@ class _Setup:
         lam = e / a[:, None]  # the area's sign makes back faces' barycentrics positive too
         inside = (lam >= 0).all(1)
         depth = (lam * self.zn[t]).sum(1) * 0.5 + 0.5
+        return inside, lam, depth
+
+    def coverage(self, t: torch.Tensor, px: torch.Tensor, py: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``fragment`` from the triangles' plane equations (the depth pass's fast path)."""
+        g = self.plane[t]
+        dx, dy = px - g[:, 0], py - g[:, 1]
+        lam = g[:, 2:5] * dx[:, None] + g[:, 5:8] * dy[:, None]
+        lam[:, 0] += 1.0
+        inside = (lam >= 0).all(1)
+        depth = (g[:, 8] + g[:, 9] * dx + g[:, 10] * dy) * 0.5 + 0.5
         return inside, lam, depth
 
     def perspective(self, t: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
@@ -220,7 +241,7 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
         bw = st.bw[t]
         px = st.x0[t] + local % bw
         py = st.y0[t] + local // bw
-        inside, lam, depth = st.fragment(t, px.float() + 0.5, py.float() + 0.5)
+        inside, lam, depth = st.coverage(t, px.float() + 0.5, py.float() + 0.5)
         inside &= (depth >= 0) & (depth <= 1)
         if cut_fn is not None and cut_tris is not None:
             maybe = inside & cut_tris[st.src[t]]

@@ -11,10 +11,10 @@ the texel fetch and before filtering, as GL does (``gbuffer.sample``).
 
 Static geometry is transformed to world once; dynamic pieces (props on their pivots, the
 character copies) keep their local vertices and are placed each frame from their net
-transform (``SceneGeometry.frame``), in torch. Skinning: the character's vertices are posed
-on the CPU by the project's own poser (``clips._FixedOrderSkin``, or Panda3D's
-``animateVertices`` for layouts it leaves to Panda3D) and re-read each frame; they are not
-skinned on the GPU yet.
+transform (``SceneGeometry.frame``), in torch. Skinning: with the posers' skins handed in,
+the character's vertices are skinned in torch from its joint matrices (``skinning``, the
+same blend as ``clips._FixedOrderSkin``); geoms Panda3D skins itself (layouts with tangents)
+and callers that pass no skins re-read the CPU-posed vertices each frame.
 """
 
 from __future__ import annotations

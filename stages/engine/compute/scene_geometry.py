@@ -1,6 +1,9 @@
 """The triangles of a Panda3D scene in world space, each frame: static ones placed once,
 dynamic ones (props, character copies) placed from their node's net transform in torch.
 
+Skinned character pieces are posed in torch from their joint matrices (``skinning``) when
+the posers' skins are passed in; otherwise their CPU-posed vertices are re-read each frame.
+
 Per triangle corner it keeps what ``pbr.PBR_VERT`` hands to the fragment shader, in world
 space instead of view space (the same vectors rotated): the position, the normal through the
 normal matrix and normalised, the tangent through the normal matrix and made orthogonal to the
@@ -122,7 +125,8 @@ class SceneGeometry:
     whose vertices are also re-posed every frame (the character copies)."""
 
     def __init__(self, root: Any, dynamic: list[Any] = (), animated: list[Any] = (),  # type: ignore[assignment]
-                 device: str | torch.device = "cpu", skip: tuple[str, ...] = ("sky_dome",)):
+                 device: str | torch.device = "cpu", skip: tuple[str, ...] = ("sky_dome",),
+                 skins: list[Any] = ()):  # type: ignore[assignment]
         self.root = root
         self.device = torch.device(device)
         table = _MaterialTable()
@@ -149,6 +153,17 @@ class SceneGeometry:
         self.textures: TextureTable
         self.materials, self.textures = table.build(self.device)
         self._local: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        # GPU skinning: the posers' fixed-order skins, matched to pieces by their vertex data
+        from .skinning import TorchSkin
+
+        by_data = {sk.static.this: sk for sk in skins}
+        self._skins: dict[int, tuple[TorchSkin, torch.Tensor]] = {}
+        for pc in self.moving:
+            vd = pc.np_.node().getGeom(pc.geom_index).getVertexData()
+            sk = by_data.get(vd.this)
+            if pc.reread and sk is not None:
+                self._skins[id(pc)] = (TorchSkin(sk, self.device),
+                                       torch.from_numpy(pc.corners).to(self.device))
         self._static = self._stack(self.static, world=True)
 
     def _tensors(self, pc: Piece, world: bool) -> dict[str, torch.Tensor]:
@@ -162,7 +177,7 @@ class SceneGeometry:
                                     torch.from_numpy(pc.tan).double(), m)
         else:
             d = self.device
-            if pc.reread or id(pc) not in self._local:
+            if id(pc) not in self._local:
                 self._local[id(pc)] = (torch.from_numpy(pc.pos).to(d),
                                        torch.from_numpy(pc.nrm).to(d),
                                        torch.from_numpy(pc.tan).to(d))
@@ -208,8 +223,16 @@ class SceneGeometry:
         """This frame's triangles: the static ones and every moving piece where the scene
         graph holds it now (re-posed vertices for animated pieces)."""
         for pc in self.moving:
-            if pc.reread:
+            if id(pc) in self._skins:
+                skin, corners = self._skins[id(pc)]
+                v, nv = skin.pose()
+                nrm = (nv[corners].float() if nv is not None
+                       else torch.from_numpy(pc.nrm).to(self.device))
+                self._local[id(pc)] = (v[corners].float(), nrm,
+                                       torch.from_numpy(pc.tan).to(self.device))
+            elif pc.reread:
                 self._reread(pc)
+                self._local.pop(id(pc), None)
         dyn = self._stack(self.moving, world=False)
         s = self._static
         cat = {k: torch.cat([s[k], dyn[k]]) for k in s}

@@ -192,7 +192,10 @@ def sample_level_pair(tmp_path_factory):
                      clip_time=0.3, yaw_deg=30.0)
     gl = read_gl_gbuffer(r)
     torch.set_num_threads(1)
-    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies)
+    skins = [sk for p in r.char_posers for sk in getattr(p, "skins", [])]
+    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
+                        skins=skins)
+    assert geo._skins, "the humanoid's skins are posed in torch"
     gr = GBufferRenderer(geo, W, H)
     cams = cameras_from_targets(r.targets)
     sun = sun_from_node(r.sun, r.scene, look.shadow_map_size, look.shadow_pcf_taps)
@@ -268,3 +271,20 @@ def test_cameras_and_sun_from_poses_are_the_gl_paths(sample_level_pair):
     s2 = sun_for_target(r.level.sun_dir, (0.0, 0.0, 0.0), r.look.shadow_extent_m, sun.size,
                         sun.pcf_taps)
     assert torch.allclose(s2.view_proj, sun.view_proj, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_skinning_matches_the_cpu_poser(sample_level_pair):
+    """The character skinned in torch from its joint matrices lands where the project's CPU
+    skinning (clips._FixedOrderSkin, re-read from Panda3D) put it this frame."""
+    from stages.engine.compute.scene_geometry import SceneGeometry
+
+    *_, r, _, _ = sample_level_pair
+    gpu = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
+                        skins=[sk for p in r.char_posers for sk in getattr(p, "skins", [])])
+    cpu = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies)
+    a, b = gpu.frame(), cpu.frame()
+    assert a.pos.shape == b.pos.shape
+    assert float((a.pos - b.pos).abs().max()) < 1e-5
+    assert float((a.nrm - b.nrm).abs().max()) < 1e-4
+    moved = sum(len(p.pos) for p in gpu.moving if id(p) in gpu._skins)
+    assert moved > 100
