@@ -109,8 +109,8 @@ def test_cut_fragments_let_the_next_surface_win():
 
 
 def _card_scene():
-    """Two textured cards seen head-on: a front one whose texture's left half has alpha 0,
-    a red one behind it."""
+    """Two cards seen head-on: a front one whose texture's left half has alpha 0, a red
+    emissive one behind it."""
     from panda3d.core import (
         CardMaker,
         Material,
@@ -138,6 +138,8 @@ def _card_scene():
         m = Material(name)
         m.setBaseColor(colour)
         m.setRoughness(0.5)
+        if not textured:
+            m.setEmission((0.2, 0.8, 1.0, 1.0))
         card.setMaterial(m)
         if textured:
             card.setTexture(TextureStage.getDefault(), tex)
@@ -164,6 +166,10 @@ def test_alpha_cut_out_shows_the_surface_behind():
     row = gb.albedo[0, 16]
     left, right = row[6:14], row[18:26]
     assert torch.allclose(left, torch.tensor([1.0, 0.0, 0.0]).expand_as(left))
+    # the back card's emission (factor x the default white texture), none on the front one
+    glow = gb.emission[0, 16]
+    assert torch.allclose(glow[6:14], torch.tensor([0.2, 0.8, 1.0]).expand(8, 3))
+    assert (glow[18:26] == 0).all()
     green = torch.tensor([51, 230, 51]) / 255.0  # the texture's 8-bit texels (linear RGBA)
     assert torch.allclose(right, green.expand_as(right), atol=1e-6)
     assert (gb.depth[0, 16, 18:26] < gb.depth[0, 16, 6:14]).all()  # the front card, nearer
