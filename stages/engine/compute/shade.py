@@ -303,14 +303,17 @@ def shade(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
 
 def quantize_r11g11b10(x: torch.Tensor) -> torch.Tensor:
     """Values as the R11G11B10F atlas stores them (6-bit mantissas for R, G; 5 for B; no sign;
-    round to nearest, as GL converts to small floats): what the resolve then reads."""
+    the mantissa truncated): what the resolve then reads. Truncation is what Mesa's llvmpipe
+    does (measured: with it, this pass reproduces GL's lit atlas bit for bit on a sample level;
+    round-to-nearest matched half the pixels); a GPU driver may round instead, which moves a
+    value by at most one step (2^-6 relative)."""
     x = torch.nan_to_num(x.to(torch.float32), nan=0.0).clamp(0.0, 65024.0)
     bits = torch.tensor([6, 6, 5], device=x.device, dtype=torch.float32)
     # the exponent of each value, floored at the formats' smallest normal (2^-14): below it
     # the step is that of the denormals (frexp: x = m 2^e, m in [0.5, 1))
     _, ex = torch.frexp(x.clamp_min(2.0 ** -14))
     step = torch.exp2(ex.to(torch.float32) - 1.0 - bits)
-    q = torch.round(x / step) * step
+    q = torch.floor(x / step) * step
     return torch.where(x > 0, q, 0.0).clamp(max=torch.tensor([65024.0, 65024.0, 64512.0],
                                                              device=x.device))
 
