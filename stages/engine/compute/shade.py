@@ -176,11 +176,12 @@ def range_window(dist: torch.Tensor, rng: float) -> torch.Tensor:
     return w * w
 
 
-def brdf(n: torch.Tensor, v: torch.Tensor, l: torch.Tensor, nv: torch.Tensor, a: torch.Tensor,
+def brdf(n: torch.Tensor, v: torch.Tensor, ld: torch.Tensor, nv: torch.Tensor, a: torch.Tensor,
          f0: torch.Tensor, diffuse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """One light's GGX/Smith/Schlick BRDF toward ``l``: (diffuse + specular, n.l)."""
-    h = _normalize(l + v)
-    nl = _dot(n, l).clamp(0.0, 1.0)
+    """One light's GGX/Smith/Schlick BRDF toward ``ld`` (GLSL's ``l``): (diffuse +
+    specular, n.l)."""
+    h = _normalize(ld + v)
+    nl = _dot(n, ld).clamp(0.0, 1.0)
     nh = _dot(n, h).clamp(0.0, 1.0)
     vh = _dot(v, h).clamp(0.0, 1.0)
     F = f0 + (1.0 - f0) * (1.0 - vh).pow(5.0)
@@ -231,11 +232,14 @@ def _apply(m: torch.Tensor, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -
 def shade(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
           normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor,
           depth: torch.Tensor, inv_view_proj: torch.Tensor, eye: torch.Tensor,
-          lt: Lighting) -> torch.Tensor:
+          lt: Lighting, block_px: int | None = None) -> torch.Tensor:
     """Linear radiance ``[..., H, W, 3]`` of every pixel: the GL lighting pass's result before
     it is stored (see :func:`quantize_r11g11b10` for the atlas' storage). Scalars per pixel
     (metallic, roughness, shadow, depth) are ``[..., H, W]``; ``normal`` is the world normal
-    (unit, already turned toward the camera)."""
+    (unit, already turned toward the camera). ``block_px``: at most this many pixels shaded
+    at a time, in blocks of rows, to bound the memory of the intermediates (default: all at
+    once; on this 2-core CPU 64k-pixel blocks were 2x slower at 540p; the values do not
+    depend on it)."""
     h, w = depth.shape[-2:]
     if emission.shape[-3:] != (h, w, 3) or albedo.shape[-3:] != (h, w, 3) or \
             normal.shape[-3:] != (h, w, 3):
@@ -245,12 +249,35 @@ def shade(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
     if inv_view_proj.shape[-2:] != (4, 4) or eye.shape[-1] != 3:
         raise ValueError("compute shade: inv_view_proj must be [..., 4, 4] and eye [..., 3]; "
                          f"got {tuple(inv_view_proj.shape)}, {tuple(eye.shape)}")
+    if block_px is None:
+        block_px = depth.numel()
+    batch = max(1, depth[..., 0, 0].numel())
+    rows = max(1, min(h, block_px // max(1, w * batch)))
+    if rows >= h:
+        return _shade_rows(emission, albedo, metallic, normal, roughness, shadow, depth,
+                           inv_view_proj, eye, lt, 0, h)
+    out = torch.empty((*depth.shape, 3), dtype=torch.float32, device=depth.device)
+    for y0 in range(0, h, rows):
+        y1 = min(h, y0 + rows)
+        out[..., y0:y1, :, :] = _shade_rows(
+            emission[..., y0:y1, :, :], albedo[..., y0:y1, :, :], metallic[..., y0:y1, :],
+            normal[..., y0:y1, :, :], roughness[..., y0:y1, :], shadow[..., y0:y1, :],
+            depth[..., y0:y1, :], inv_view_proj, eye, lt, y0, h)
+    return out
+
+
+def _shade_rows(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
+                normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor,
+                depth: torch.Tensor, inv_view_proj: torch.Tensor, eye: torch.Tensor,
+                lt: Lighting, y0: int, h: int) -> torch.Tensor:
+    """:func:`shade` of rows ``y0 ..`` of pictures ``h`` rows high (the planes' rows)."""
     f32 = torch.float32
     dev = depth.device
     host = lt.to("cpu")  # the per-light branches read its values without a device sync
     lt = lt.to(dev)
     depth = depth.to(f32)
-    nx, ny = _ndc(h, w, dev)
+    nx, ny = _ndc(h, depth.shape[-1], dev)
+    nx, ny = nx[y0:y0 + depth.shape[-2]], ny[y0:y0 + depth.shape[-2]]
     e = eye.to(f32)[..., None, None, :]
     inv = inv_view_proj.to(f32)
     sky = depth >= 1.0

@@ -62,7 +62,7 @@ def yuv420_frame(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> Any:
     frame = av.VideoFrame(w, h, "yuv420p")
     for plane, data in zip(frame.planes, (y, u, v), strict=True):
         rows, cols = data.shape
-        dst = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
+        dst = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
         if dst.shape[0] < rows or plane.line_size < cols:
             raise ValueError(f"compute yuv: a {cols}x{rows} plane does not fit PyAV's "
                              f"{plane.line_size}x{dst.shape[0]}")

@@ -118,11 +118,18 @@ def test_sky_only_along_exact_view_rays(gl_sky):
     _compare(f, ours)
 
 
-def test_same_bytes_twice(gl_frame):
+def test_same_bytes_twice_and_in_blocks(gl_frame):
     f = gl_frame
     a = resolve(_shade(f), f.exposure, f.tone_map).numpy()
     b = resolve(_shade(f), f.exposure, f.tone_map).numpy()
     assert a.tobytes() == b.tobytes()
+    blocks = shade(T(f.emission), T(f.albedo), T(f.metallic), oct_decode(T(f.oct_normal)),
+                   T(f.roughness), T(f.shadow), T(f.depth), T(f.inv_view_proj), T(f.eye),
+                   f.lighting, block_px=2000)  # 1 row of 96 px x 10 tiles at a time
+    whole = shade(T(f.emission), T(f.albedo), T(f.metallic), oct_decode(T(f.oct_normal)),
+                  T(f.roughness), T(f.shadow), T(f.depth), T(f.inv_view_proj), T(f.eye),
+                  f.lighting)
+    assert torch.equal(blocks, whole)
 
 
 def test_bad_planes_are_refused(gl_frame):

@@ -15,8 +15,9 @@ def _swscale(img):
     f = av.VideoFrame.from_ndarray(np.ascontiguousarray(img), format="rgb24")
     y = f.reformat(format="yuv420p")
     h, w = img.shape[:2]
+    sizes = ((h, w), (h // 2, w // 2), (h // 2, w // 2))
     return [np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:hh, :ww]
-            for p, (hh, ww) in zip(y.planes, ((h, w), (h // 2, w // 2), (h // 2, w // 2)))]
+            for p, (hh, ww) in zip(y.planes, sizes, strict=True)]
 
 
 def _images():
@@ -33,7 +34,7 @@ def test_planes_match_swscale_within_one(name):
     img = _images()[name]
     ours = [p.numpy() for p in rgb_to_yuv420(torch.from_numpy(img))]
     ref = _swscale(img)
-    for k, (a, b) in enumerate(zip(ours, ref)):
+    for k, (a, b) in enumerate(zip(ours, ref, strict=True)):
         assert a.shape == b.shape, (k, a.shape, b.shape)
         d = np.abs(a.astype(int) - b.astype(int))
         assert d.max() <= 1, (name, "YUV"[k], d.max(), d.mean())
@@ -50,7 +51,7 @@ def test_batched_views_and_the_frame_pyav_encodes(tmp_path):
     y, u, v = rgb_to_yuv420(views)
     assert tuple(y.shape) == (3, 90, 160) and tuple(u.shape) == (3, 45, 80)
     one = rgb_to_yuv420(views[1])
-    assert all(torch.equal(a[1], b) for a, b in zip((y, u, v), one))
+    assert all(torch.equal(a[1], b) for a, b in zip((y, u, v), one, strict=True))
     frame = yuv420_frame(y[0].numpy(), u[0].numpy(), v[0].numpy())
     out = tmp_path / "v.mp4"
     with av.open(str(out), "w", format="mp4") as c:
@@ -64,7 +65,7 @@ def test_batched_views_and_the_frame_pyav_encodes(tmp_path):
     with av.open(str(out)) as c:
         dec = next(c.decode(video=0))
     planes = [np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:hh, :ww]
-              for p, (hh, ww) in zip(dec.planes, ((90, 160), (45, 80), (45, 80)))]
+              for p, (hh, ww) in zip(dec.planes, ((90, 160), (45, 80), (45, 80)), strict=True)]
     assert np.array_equal(planes[0], y[0].numpy())  # lossless: the very planes
     assert np.array_equal(planes[1], u[0].numpy()) and np.array_equal(planes[2], v[0].numpy())
 
