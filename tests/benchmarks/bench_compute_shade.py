@@ -2,7 +2,7 @@
 of one five-view frame in torch, and the copy of its planes to pinned host memory.
 
     python tests/benchmarks/bench_compute_shade.py [--size 1280x720] [--spatial 8]
-        [--device cpu|cuda] [--frames 10] [--json out.json]
+        [--device cpu|cuda] [--frames 10] [--compile] [--json out.json]
 
 Synthetic G-buffer planes (seeded: a ground plane and boxes under a sky, the sun and three
 point lights, half the sun's pixels in shadow) at the given size and samples per view, made
@@ -78,6 +78,27 @@ def lighting() -> object:
                          ibl_strength=0.6)
 
 
+def view_fn(lt: object):
+    """shade → R11G11B10 → resolve → yuv420p of one view's planes (what --compile fuses)."""
+    def run(*planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        rad = quantize_r11g11b10(shade(*planes, lt))  # type: ignore[arg-type]
+        return rgb_to_yuv420(resolve(rad[None], 1.0, "aces")[0])
+    return run
+
+
+def frame_compiled(p: dict, fn, out: list, times: dict, sync) -> None:
+    """One five-view frame through the compiled whole (no per-step times)."""
+    t0 = time.perf_counter()
+    for v in range(len(VIEWS)):
+        out[v] = fn(*(p[k][v] for k in PLANES))
+    sync()
+    times["all"] += time.perf_counter() - t0
+
+
+PLANES = ("emission", "albedo", "metallic", "normal", "roughness", "shadow", "depth",
+          "inv_view_proj", "eye")
+
+
 def frame(p: dict, lt: object, out: list, times: dict, sync) -> None:
     """One five-view frame, view by view: shade → R11G11B10 → resolve → yuv420p."""
     for v in range(len(VIEWS)):
@@ -107,6 +128,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--frames", type=int, default=10)
     ap.add_argument("--json", default="")
+    ap.add_argument("--compile", action="store_true",
+                    help="torch.compile each view's whole chain (fused kernels)")
     a = ap.parse_args()
     w, h = (int(x) for x in a.size.split("x"))
     cuda = a.device.startswith("cuda")
@@ -114,16 +137,28 @@ def main() -> None:
     lt = lighting()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     out: list = [None] * len(VIEWS)
-    frame(p, lt, out, {"shade": 0.0, "resolve": 0.0, "yuv": 0.0}, sync)  # warm-up
     times = {"shade": 0.0, "resolve": 0.0, "yuv": 0.0}
+    if a.compile:
+        fn = torch.compile(view_fn(lt))
+        t0 = time.perf_counter()
+        frame_compiled(p, fn, out, {"all": 0.0}, sync)  # compiles
+        compile_s = time.perf_counter() - t0
+        times = {"all": 0.0}
+    else:
+        frame(p, lt, out, dict(times), sync)  # warm-up
     t0 = time.perf_counter()
     for _ in range(a.frames):
-        frame(p, lt, out, times, sync)
+        if a.compile:
+            frame_compiled(p, fn, out, times, sync)
+        else:
+            frame(p, lt, out, times, sync)
     total = (time.perf_counter() - t0) / a.frames * 1000
     res = {"device": str(torch.cuda.get_device_name() if cuda else "cpu"),
            "torch_threads": torch.get_num_threads(), "size": a.size, "spatial": a.spatial,
-           "frames": a.frames, "ms_per_frame": round(total, 2),
+           "frames": a.frames, "compiled": a.compile, "ms_per_frame": round(total, 2),
            **{f"ms_{k}": round(v / a.frames * 1000, 2) for k, v in times.items()}}
+    if a.compile:
+        res["compile_s"] = round(compile_s, 1)
     if cuda:  # the five views' planes to pinned host memory, then a sleeping wait
         host = [[torch.empty(x.shape, dtype=x.dtype, pin_memory=True) for x in planes]
                 for planes in out]

@@ -46,6 +46,9 @@ class Lighting:
     sun_dir_world: torch.Tensor  # [3] direction the sunlight travels (unit)
     sun_radiance: torch.Tensor   # [3] the sun disc's colour in the sky
     sh_coeffs: torch.Tensor      # [9, 3] the sky's irradiance SH
+    # per light, as plain numbers (the pass's branches, taken without reading the device, and
+    # constants to torch.compile): (lit at all, positional, range, spot cos cutoff)
+    light_flags: tuple[tuple[bool, bool, float, float], ...] = ()
 
     def to(self, device: Any) -> Lighting:
         """The same uniforms on ``device``."""
@@ -90,7 +93,9 @@ def make_lighting(lights: list[dict], sky: dict, *, shadow_light: int, ibl_stren
         sky_strength=float(sky_strength), sky_zenith=_t(sky["zenith"], (3,)),
         sky_horizon=_t(sky["horizon"], (3,)), sky_ground=_t(sky["ground"], (3,)),
         sun_dir_world=_t(sky["sun_dir"], (3,)), sun_radiance=_t(sky["sun_radiance"], (3,)),
-        sh_coeffs=_t(sh9(sky), (9, 3)))
+        sh_coeffs=_t(sh9(sky), (9, 3)),
+        light_flags=tuple((sum(c * c for c in col[i]) >= 1e-6, vec[i][3] != 0.0, rng[i],
+                           spot[i][3]) for i in range(len(lights))))
 
 
 def light_inputs(lights: list[Any], scene: Any, ranges: list[float]) -> list[dict]:
@@ -273,7 +278,6 @@ def _shade_rows(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Te
     """:func:`shade` of rows ``y0 ..`` of pictures ``h`` rows high (the planes' rows)."""
     f32 = torch.float32
     dev = depth.device
-    host = lt.to("cpu")  # the per-light branches read its values without a device sync
     lt = lt.to(dev)
     depth = depth.to(f32)
     nx, ny = _ndc(h, depth.shape[-1], dev)
@@ -297,23 +301,21 @@ def _shade_rows(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Te
     v = _normalize(e - pos)
     nv = _dot(n, v).clamp(1e-4, 1.0)
     color = emission.to(f32).clone()
-    for i in range(min(lt.num_lights, MAX_LIGHTS)):
-        lc = lt.light_color[i]
-        if float((host.light_color[i] ** 2).sum()) < 1e-6:
+    for i, (on, positional, rng, cut) in enumerate(lt.light_flags[:MAX_LIGHTS]):
+        if not on:
             continue
+        lc = lt.light_color[i]
         lv = lt.light_vec[i]
         lp = lv[:3] - pos * lv[3]
         dist = torch.sqrt(_dot(lp, lp))
-        rng = float(host.light_range[i])
         l_ = lp / dist.clamp_min(1e-6)
-        if float(host.light_vec[i, 3]) == 0.0:
+        if not positional:
             atten = torch.ones_like(dist)
         else:
             att = lt.light_att[i]
             atten = 1.0 / (att[0] + att[1] * dist + att[2] * dist * dist).clamp_min(1e-4)
         if rng > 0.0:
             atten = atten * range_window(dist, rng)
-        cut = float(host.light_spot[i, 3])
         if cut > 0.001:
             atten = atten * _smoothstep(cut - 0.02, cut + 0.02, _dot(lt.light_spot[i, :3], -l_))
         if i == lt.shadow_light:
