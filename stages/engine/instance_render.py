@@ -111,10 +111,9 @@ class InstanceRenderer:
 
     def _renderer(self) -> Any:
         if self.r is None:
+            from .compute.backend import choose_backend
             from .look import Look
             from .replay_render import ReplayRenderer
-
-            from .compute.backend import choose_backend
 
             look = Look.from_settings(self.s)
             self.r = ReplayRenderer(self.s.width, self.s.height, self.s.spatial_samples,

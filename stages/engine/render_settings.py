@@ -13,7 +13,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
 
 
