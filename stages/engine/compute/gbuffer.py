@@ -64,7 +64,10 @@ def _bilinear(tt: TextureTable, t: torch.Tensor, lvl: torch.Tensor, uv: torch.Te
     xs = torch.stack([_wrap(x0, w, tt.wrap[t, 0]), _wrap(x0 + 1, w, tt.wrap[t, 0])], 1)
     ys = torch.stack([_wrap(y0, h, tt.wrap[t, 1]), _wrap(y0 + 1, h, tt.wrap[t, 1])], 1)
     idx = tt.offset[t, lvl][:, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
-    raw = tt.texels[idx.reshape(-1)].long().reshape(len(t), 2, 2, 4)
+    # one 32-bit gather per texel (RGBA8 little-endian: R in the low byte), then the bytes
+    packed = tt.texels.view(torch.int32).view(-1).index_select(0, idx.reshape(-1))
+    shifts = torch.tensor([0, 8, 16, 24], dtype=torch.int32, device=packed.device)
+    raw = ((packed[:, None] >> shifts) & 255).long().reshape(len(t), 2, 2, 4)
     lin = lut[raw[..., :3]]
     val = torch.cat([torch.where(tt.srgb[t, None, None, None], lin, raw[..., :3] / 255.0),
                      raw[..., 3:] / 255.0], -1)
