@@ -40,6 +40,17 @@ def gl_frame(assets):
 
 
 @pytest.fixture(scope="module")
+def gl_outpost(tmp_path_factory):
+    """The Outpost at night from its north-east platform, facing a glowing beacon: the
+    emission path (and a metered exposure of ~40x)."""
+    import math
+
+    assets = write_sample_assets(tmp_path_factory.mktemp("compute_outpost"), "Outpost")
+    return render_reference(*assets, width=96, height=54, spatial=1, at=(12.5, 12.5, 2.0),
+                            yaw=math.radians(45))
+
+
+@pytest.fixture(scope="module")
 def gl_sky(assets):
     from stages.engine.level_render import load_level_lighting
     from stages.engine.pbr import sky_settings
@@ -90,6 +101,16 @@ def test_sample_level_lit_and_resolved_in_torch_is_gl_picture(gl_frame):
     ours = resolve(T(lit), f.exposure, f.tone_map).numpy()
     assert all(ours[v].std() > 5 for v in range(len(VIEWS)))  # pictures, not flat colours
     _compare(f, ours)
+
+
+def test_emissive_night_level_is_gl_picture(gl_outpost):
+    f = gl_outpost
+    glow = f.emission.max(-1) > 0
+    assert glow.mean() > 0.005  # the beacons are in view
+    lit = _shade(f).numpy()
+    rel = np.abs(lit - f.lit) / np.maximum(f.lit, 2.0 ** -14)
+    assert rel.max() <= 2.0 ** -5 and rel[glow].max() <= 2.0 ** -5
+    _compare(f, resolve(T(lit), f.exposure, f.tone_map).numpy())
 
 
 def test_resolve_of_gl_atlas_is_gl_resolve(gl_frame):
