@@ -113,7 +113,9 @@ def lighting_from_pass(lighting_pass: Any, level_lighting: dict | None, *,
                        shadow_light: int = 0) -> Lighting:
     """The uniforms a :class:`stages.engine.deferred.LightingPass` holds, for the level lit by
     ``level_lighting`` (its glTF preset; the sky follows it as ``LevelScene._set_sky`` does).
-    ``shadow_light`` is 0 once a level is loaded (the sun), -1 before."""
+    ``shadow_light`` is 0 once a level is loaded (the sun), -1 before. Lights are read where
+    they are now: where one moves with a prop (``lighting_pass.lights_move``), build this
+    every frame, as the GL pass refreshes its uniforms."""
     r = lighting_pass.r
     return make_lighting(light_inputs(lighting_pass.lights, r.scene, lighting_pass.ranges),
                          sky_settings(level_lighting or {}), shadow_light=shadow_light,

@@ -163,3 +163,19 @@ def test_bad_planes_are_refused(gl_frame):
         resolve(T(f.lit[0]))
     with pytest.raises(ValueError, match="tone_map"):
         resolve(T(f.lit), 1.0, "reinhard")
+
+
+@pytest.mark.slow
+def test_compiled_chain_gives_the_same_bytes(gl_frame):
+    """torch.compile of the whole chain (fused kernels: what makes it fast) gives GL's bytes
+    too (compiling takes a minute or more on this 2-core machine, hence slow)."""
+    f = gl_frame
+
+    def chain(*planes):
+        return resolve(quantize_r11g11b10(shade(*planes, f.lighting)), f.exposure, f.tone_map)
+
+    args = (T(f.emission), T(f.albedo), T(f.metallic), oct_decode(T(f.oct_normal)),
+            T(f.roughness), T(f.shadow), T(f.depth), T(f.inv_view_proj), T(f.eye))
+    compiled = torch.compile(chain)(*args).numpy()
+    assert compiled.tobytes() == f.colors.tobytes()
+    assert compiled.tobytes() == chain(*args).numpy().tobytes()
