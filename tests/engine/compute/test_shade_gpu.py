@@ -28,9 +28,9 @@ def test_cuda_chain_matches_the_cpu_reference(compiled):
     dev = _cuda()
     cpu = make_planes(320, 180, 2, "cpu", seed=3)
     gpu = {k: x.to(dev) for k, x in cpu.items()}
-    lt = lighting()
-    fn = view_fn(lt)
-    run = torch.compile(fn) if compiled else fn
+    fn = view_fn(lighting())
+    on_gpu = view_fn(lighting().to(dev))
+    run = torch.compile(on_gpu) if compiled else on_gpu
     for v in range(5):
         ref = fn(*(cpu[k][v] for k in PLANES))
         out = run(*(gpu[k][v] for k in PLANES))
@@ -45,7 +45,7 @@ def test_cuda_chain_same_bytes_twice():
 
     dev = _cuda()
     p = make_planes(320, 180, 2, dev, seed=4)
-    fn = torch.compile(view_fn(lighting()))
+    fn = torch.compile(view_fn(lighting().to(dev)))
     a = [x.cpu().numpy().tobytes() for x in fn(*(p[k][0] for k in PLANES))]
     b = [x.cpu().numpy().tobytes() for x in fn(*(p[k][0] for k in PLANES))]
     assert a == b
