@@ -25,7 +25,7 @@ import torch
 
 from stages.core.trajectory import VIEWS
 from stages.engine.compute.resolve import resolve
-from stages.engine.compute.shade import make_lighting, quantize_r11g11b10, shade
+from stages.engine.compute.shade import Lighting, make_lighting, quantize_r11g11b10, shade
 from stages.engine.compute.yuv import rgb_to_yuv420
 from stages.engine.pbr import sky_settings
 
@@ -70,7 +70,7 @@ def make_planes(w: int, h: int, s: int, device: str, seed: int = 0) -> dict:
     return {k: x.to(device) for k, x in planes.items()}
 
 
-def lighting() -> object:
+def lighting() -> Lighting:
     lights = [{"vec": (0.4, 0.3, 0.85, 0.0), "color": (3.0, 2.9, 2.6)}]
     lights += [{"vec": (4.0 * i, 2.0, 3.0, 1.0), "color": (2.0, 1.8, 1.2),
                 "att": (1.0, 0.0, 1.0), "range": 12.0} for i in range(3)]
@@ -78,10 +78,10 @@ def lighting() -> object:
                          ibl_strength=0.6)
 
 
-def view_fn(lt: object):
+def view_fn(lt: Lighting):
     """shade → R11G11B10 → resolve → yuv420p of one view's planes (what --compile fuses)."""
     def run(*planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        rad = quantize_r11g11b10(shade(*planes, lt))  # type: ignore[arg-type]
+        rad = quantize_r11g11b10(shade(*planes, lt))
         return rgb_to_yuv420(resolve(rad[None], 1.0, "aces")[0])
     return run
 
@@ -99,13 +99,13 @@ PLANES = ("emission", "albedo", "metallic", "normal", "roughness", "shadow", "de
           "inv_view_proj", "eye")
 
 
-def frame(p: dict, lt: object, out: list, times: dict, sync) -> None:
+def frame(p: dict, lt: Lighting, out: list, times: dict, sync) -> None:
     """One five-view frame, view by view: shade → R11G11B10 → resolve → yuv420p."""
     for v in range(len(VIEWS)):
         t0 = time.perf_counter()
         rad = shade(p["emission"][v], p["albedo"][v], p["metallic"][v], p["normal"][v],
                     p["roughness"][v], p["shadow"][v], p["depth"][v], p["inv_view_proj"][v],
-                    p["eye"][v], lt)  # type: ignore[arg-type]
+                    p["eye"][v], lt)
         rad = quantize_r11g11b10(rad)
         sync()
         t1 = time.perf_counter()
@@ -134,7 +134,7 @@ def main() -> None:
     w, h = (int(x) for x in a.size.split("x"))
     cuda = a.device.startswith("cuda")
     p = make_planes(w, h, a.spatial, a.device)
-    lt = lighting()
+    lt = lighting().to(a.device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     out: list = [None] * len(VIEWS)
     times = {"shade": 0.0, "resolve": 0.0, "yuv": 0.0}

@@ -39,9 +39,11 @@ PCF_TAPS = ((-0.326, -0.406), (0.962, -0.195), (-0.203, 0.621), (0.473, -0.480),
 
 
 def _srgb_lut(device: torch.device) -> torch.Tensor:
+    """[512] float32: entry b is 8-bit sRGB b decoded to linear light, entry 256 + b is b/255
+    (one table for both encodings: a texel byte's index says which)."""
     c = torch.arange(256, dtype=torch.float64) / 255.0
     lin = torch.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-    return lin.float().to(device)
+    return torch.cat([lin, c]).float().to(device)
 
 
 def _wrap(i: torch.Tensor, n: torch.Tensor, mode: torch.Tensor) -> torch.Tensor:
@@ -54,20 +56,36 @@ def _wrap(i: torch.Tensor, n: torch.Tensor, mode: torch.Tensor) -> torch.Tensor:
 
 def _bilinear(tt: TextureTable, t: torch.Tensor, lvl: torch.Tensor, uv: torch.Tensor,
               lut: torch.Tensor) -> torch.Tensor:
-    """Bilinear RGBA [n,4] (linear light) of textures t [n] at their level lvl [n]."""
-    w, h = tt.size[t, lvl, 0], tt.size[t, lvl, 1]
+    """Bilinear RGBA [n,4] (linear light) of textures t [n] at their level lvl [n]. Flat
+    ``index_select`` gathers throughout (multi-dimensional indexing is several times slower
+    on the CPU)."""
+    n = len(t)
+    k = t * tt.offset.shape[1] + lvl
+    wh = tt.size.view(-1, 2).index_select(0, k)
+    w, h = wh[:, 0], wh[:, 1]
     x = uv[:, 0] * w - 0.5
     y = uv[:, 1] * h - 0.5
     x0, y0 = torch.floor(x), torch.floor(y)
     fx, fy = (x - x0)[:, None], (y - y0)[:, None]
     x0, y0 = x0.long(), y0.long()
-    xs = torch.stack([_wrap(x0, w, tt.wrap[t, 0]), _wrap(x0 + 1, w, tt.wrap[t, 0])], 1)
-    ys = torch.stack([_wrap(y0, h, tt.wrap[t, 1]), _wrap(y0 + 1, h, tt.wrap[t, 1])], 1)
-    idx = tt.offset[t, lvl][:, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
-    raw = tt.texels[idx.reshape(-1)].long().reshape(len(t), 2, 2, 4)
-    lin = lut[raw[..., :3]]
-    val = torch.cat([torch.where(tt.srgb[t, None, None, None], lin, raw[..., :3] / 255.0),
-                     raw[..., 3:] / 255.0], -1)
+    if tt.all_repeat:  # the common case: one remainder instead of every mode's formula
+        xs = torch.remainder(torch.stack([x0, x0 + 1], 1), w[:, None])
+        ys = torch.remainder(torch.stack([y0, y0 + 1], 1), h[:, None])
+    else:
+        mu, mv = tt.wrap[:, 0].index_select(0, t), tt.wrap[:, 1].index_select(0, t)
+        xs = torch.stack([_wrap(x0, w, mu), _wrap(x0 + 1, w, mu)], 1)
+        ys = torch.stack([_wrap(y0, h, mv), _wrap(y0 + 1, h, mv)], 1)
+    off = tt.offset.view(-1).index_select(0, k)
+    idx = off[:, None, None] + ys[:, :, None] * w[:, None, None] + xs[:, None, :]
+    # one 32-bit gather per texel (RGBA8 little-endian: R in the low byte), then its bytes,
+    # each looked up in the decode table (sRGB colour: entries 0-255; else 256-511)
+    packed = tt.texels.view(torch.int32).view(-1).index_select(0, idx.view(-1))
+    shifts = torch.tensor([0, 8, 16, 24], dtype=torch.int32, device=packed.device)
+    byte = ((packed[:, None] >> shifts) & 255).view(n, 4, 4)
+    linear = (~tt.srgb.index_select(0, t)).to(torch.int32) * 256
+    byte[:, :, :3] += linear[:, None, None]
+    byte[:, :, 3] += 256
+    val = lut.index_select(0, byte.view(-1)).view(n, 2, 2, 4)
     top = val[:, 0, 0] * (1 - fx) + val[:, 0, 1] * fx
     bot = val[:, 1, 0] * (1 - fx) + val[:, 1, 1] * fx
     return top * (1 - fy) + bot * fy
@@ -83,23 +101,25 @@ def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Ten
     j = torch.nonzero(tex >= 0).squeeze(1)
     if len(j) == 0:
         return out
-    t = tex[j]
+    t = tex.index_select(0, j)
     zero = torch.zeros_like(t)
     if duv is None:
         out[j] = _bilinear(tt, t, zero, uv[j], lut).float()
         return out
-    size = tt.size[t, 0].to(uv.dtype)  # [n,2]
+    size = tt.size[:, 0].index_select(0, t).to(uv.dtype)  # [n,2], level 0
     d = duv[j] * size[:, None, :]  # texels per pixel along x and y
     rho = torch.maximum(d[:, 0].norm(dim=1), d[:, 1].norm(dim=1))
-    top = (tt.levels[t] - 1).to(uv.dtype)
+    nlev = tt.levels.index_select(0, t)
+    top = (nlev - 1).to(uv.dtype)
     lod = torch.log2(rho.clamp_min(1e-12)).clamp(min=0.0)
     lod = torch.minimum(lod, top)
     l0 = torch.floor(lod)
     f = (lod - l0)[:, None]
     l0 = l0.long()
-    l1 = torch.minimum(l0 + 1, tt.levels[t] - 1)
-    a = _bilinear(tt, t, l0, uv[j], lut)
-    b = _bilinear(tt, t, l1, uv[j], lut)
+    l1 = torch.minimum(l0 + 1, nlev - 1)
+    uvj = uv.index_select(0, j)
+    a = _bilinear(tt, t, l0, uvj, lut)
+    b = _bilinear(tt, t, l1, uvj, lut)
     out[j] = (a * (1 - f) + b * f).float()
     return out
 
@@ -128,7 +148,7 @@ def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
 
 
 def _interp(a: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
-    return torch.einsum("nk,nkc->nc", bary, a[tri])
+    return torch.einsum("nk,nkc->nc", bary, a.index_select(0, tri))
 
 
 class GBufferRenderer:

@@ -134,6 +134,7 @@ class _Setup:
         self.area, self.view, self.src, self.bary = area[idx], view[idx], src[idx], bary[idx]
         self.x0, self.y0 = x0[idx].long(), y0[idx].long()
         self.bw, self.bh = bw[idx].long(), bh[idx].long()
+        self.x032, self.y032, self.bw32 = self.x0.int(), self.y0.int(), self.bw.int()
         # plane equations relative to corner 0, one row per triangle (a single gather per
         # fragment): lam_i = a_i dx + b_i dy + [1, 0, 0]_i, z = z_0 + dz/dx dx + dz/dy dy
         sx, sy, zn, area = self.sx, self.sy, self.zn, self.area
@@ -158,7 +159,7 @@ class _Setup:
     def coverage(self, t: torch.Tensor, px: torch.Tensor, py: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``fragment`` from the triangles' plane equations (the depth pass's fast path)."""
-        g = self.plane[t]
+        g = self.plane.index_select(0, t)
         dx, dy = px - g[:, 0], py - g[:, 1]
         lam = g[:, 2:5] * dx[:, None] + g[:, 5:8] * dy[:, None]
         lam[:, 0] += 1.0
@@ -236,11 +237,15 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
         tri = torch.arange(start, end, device=dev)
         cnt = counts[start:end]
         t = torch.repeat_interleave(tri, cnt)
-        local = torch.arange(int(cum_cpu[end - 1]) - before, device=dev) - (
-            cum[start:end] - cnt - before).repeat_interleave(cnt)
-        bw = st.bw[t]
-        px = st.x0[t] + local % bw
-        py = st.y0[t] + local // bw
+        # int32 for the pixel arithmetic (a chunk and a view stay far below 2^31; int64
+        # division is several times slower on CPUs)
+        local = torch.arange(int(cum_cpu[end - 1]) - before, device=dev,
+                             dtype=torch.int32) - (cum[start:end] - cnt - before).int(
+                             ).repeat_interleave(cnt)
+        bw = st.bw32.index_select(0, t)
+        q = torch.div(local, bw, rounding_mode="floor")
+        px = st.x032.index_select(0, t) + (local - q * bw)
+        py = st.y032.index_select(0, t) + q
         inside, lam, depth = st.coverage(t, px.float() + 0.5, py.float() + 0.5)
         inside &= (depth >= 0) & (depth <= 1)
         if cut_fn is not None and cut_tris is not None:
@@ -250,7 +255,7 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
                 cut = cut_fn(st.src[t[j]], st.perspective(t[j], lam[j]))
                 inside[j[cut]] = False
         j = torch.nonzero(inside).squeeze(1)
-        pix = (st.view[t[j]] * H + py[j]) * W + px[j]
+        pix = (st.view[t[j]] * H + py[j].long()) * W + px[j].long()
         key = (depth[j].contiguous().view(torch.int32).to(torch.int64) << 32) | (t[j] + base)
         zbuf.scatter_reduce_(0, pix, key, reduce="amin")
         start = end

@@ -40,6 +40,7 @@ class TextureTable:
     levels: torch.Tensor   # [T] int64: how many levels each texture has
     srgb: torch.Tensor     # [T] bool: colour channels are sRGB-encoded
     wrap: torch.Tensor     # [T, 2] int64: WRAP_* for u and v
+    all_repeat: bool = False  # every texture repeats in u and v (sampling's fast path)
 
 
 def _srgb_encode(c: np.ndarray) -> np.ndarray:
@@ -267,5 +268,6 @@ class _MaterialTable:
                              torch.tensor(sizes, dtype=torch.int64).reshape(-1, L, 2).to(device),
                              torch.tensor(nlev, dtype=torch.int64).to(device),
                              torch.tensor(srgb, dtype=torch.bool).to(device),
-                             torch.tensor(wraps, dtype=torch.int64).reshape(-1, 2).to(device))
+                             torch.tensor(wraps, dtype=torch.int64).reshape(-1, 2).to(device),
+                             all(w == (WRAP_REPEAT, WRAP_REPEAT) for w in wraps))
         return mats, table

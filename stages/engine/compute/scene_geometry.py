@@ -152,6 +152,8 @@ class SceneGeometry:
         self.materials: Materials
         self.textures: TextureTable
         self.materials, self.textures = table.build(self.device)
+        self._may_cut = [bool(x) for x in self.materials.may_cut.cpu()]
+        self._const: dict[int, dict[str, torch.Tensor]] = {}
         self._local: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         # GPU skinning: the posers' fixed-order skins, matched to pieces by their vertex data
         from .skinning import TorchSkin
@@ -165,6 +167,8 @@ class SceneGeometry:
                 self._skins[id(pc)] = (TorchSkin(sk, self.device),
                                        torch.from_numpy(pc.corners).to(self.device))
         self._static = self._stack(self.static, world=True)
+        for pc in self.static:  # stacked once: no second copy on the device
+            self._const.pop(id(pc), None)
 
     def _tensors(self, pc: Piece, world: bool) -> dict[str, torch.Tensor]:
         """A piece's corners in world space: static ones in float64 on the CPU (once),
@@ -183,14 +187,17 @@ class SceneGeometry:
                                        torch.from_numpy(pc.tan).to(d))
             lp, ln, lt = self._local[id(pc)]
             p, n, t = _corner_frame(lp, ln, lt, m.float().to(d))
-        F = len(pc.pos)
-        cut = bool(self.materials.may_cut[pc.material]) or bool((pc.col[..., 3] < 0.5).any())
-        return {"pos": p.float(), "nrm": n.float(), "tan": t.float(),
-                "uv": torch.from_numpy(pc.uv), "col": torch.from_numpy(pc.col),
-                "mat": torch.full((F,), pc.material, dtype=torch.int64),
-                "cull": torch.full((F,), pc.cull, dtype=torch.int64),
-                "bits": torch.full((F,), pc.bits, dtype=torch.int64),
-                "cut": torch.full((F,), cut, dtype=torch.bool)}
+        if id(pc) not in self._const:  # what never changes, kept on the device
+            F = len(pc.pos)
+            cut = self._may_cut[pc.material] or bool((pc.col[..., 3] < 0.5).any())
+            d = self.device
+            self._const[id(pc)] = {
+                "uv": torch.from_numpy(pc.uv).to(d), "col": torch.from_numpy(pc.col).to(d),
+                "mat": torch.full((F,), pc.material, dtype=torch.int64, device=d),
+                "cull": torch.full((F,), pc.cull, dtype=torch.int64, device=d),
+                "bits": torch.full((F,), pc.bits, dtype=torch.int64, device=d),
+                "cut": torch.full((F,), cut, dtype=torch.bool, device=d)}
+        return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._const[id(pc)]}
 
     def _stack(self, pieces: list[Piece], world: bool) -> dict[str, torch.Tensor]:
         parts = [self._tensors(pc, world) for pc in pieces]

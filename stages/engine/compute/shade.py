@@ -113,7 +113,9 @@ def lighting_from_pass(lighting_pass: Any, level_lighting: dict | None, *,
                        shadow_light: int = 0) -> Lighting:
     """The uniforms a :class:`stages.engine.deferred.LightingPass` holds, for the level lit by
     ``level_lighting`` (its glTF preset; the sky follows it as ``LevelScene._set_sky`` does).
-    ``shadow_light`` is 0 once a level is loaded (the sun), -1 before."""
+    ``shadow_light`` is 0 once a level is loaded (the sun), -1 before. Lights are read where
+    they are now: where one moves with a prop (``lighting_pass.lights_move``), build this
+    every frame, as the GL pass refreshes its uniforms."""
     r = lighting_pass.r
     return make_lighting(light_inputs(lighting_pass.lights, r.scene, lighting_pass.ranges),
                          sky_settings(level_lighting or {}), shadow_light=shadow_light,
@@ -137,6 +139,18 @@ def _mix(a: Any, b: Any, t: Any) -> Any:
 def _smoothstep(e0: float, e1: float, x: torch.Tensor) -> torch.Tensor:
     t = ((x - e0) / (e1 - e0)).clamp(0.0, 1.0)
     return t * t * (3.0 - 2.0 * t)
+
+
+def oct_encode(n: torch.Tensor) -> torch.Tensor:
+    """A unit normal ``[..., 3]`` → the G-buffer's octahedral ``[..., 2]`` (``GBUF_FRAG``'s
+    ``oct_encode``; GL then stores it as half floats)."""
+    n = n / (n[..., 0].abs() + n[..., 1].abs() + n[..., 2].abs())[..., None]
+    x, y, z = n[..., 0], n[..., 1], n[..., 2]
+    sx = torch.where(x >= 0.0, 1.0, -1.0)
+    sy = torch.where(y >= 0.0, 1.0, -1.0)
+    neg = z < 0.0
+    return torch.stack([torch.where(neg, (1.0 - y.abs()) * sx, x),
+                        torch.where(neg, (1.0 - x.abs()) * sy, y)], -1)
 
 
 def oct_decode(e: torch.Tensor) -> torch.Tensor:
@@ -347,13 +361,6 @@ def quantize_r11g11b10(x: torch.Tensor) -> torch.Tensor:
                                                              device=x.device))
 
 
-def finite_or_raise(x: torch.Tensor, what: str) -> None:
-    """A clear error where a plane holds NaN/inf (bad G-buffer input)."""
-    if not bool(torch.isfinite(x).all()):
-        bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(f"compute shade: {what} has {bad} non-finite values")
-
-
-__all__ = ["Lighting", "PI", "brdf", "finite_or_raise", "light_inputs", "lighting_from_pass",
-           "make_lighting", "oct_decode", "quantize_r11g11b10", "shade", "sky_light",
+__all__ = ["Lighting", "PI", "brdf", "light_inputs", "lighting_from_pass",
+           "make_lighting", "oct_decode", "oct_encode", "quantize_r11g11b10", "shade", "sky_light",
            "sky_radiance"]

@@ -102,12 +102,13 @@ def _cameras(targets: Any) -> tuple[np.ndarray, np.ndarray]:
     return inv, eye
 
 
-def standard_poses(width: int, height: int) -> dict:
+def standard_poses(width: int, height: int, at: tuple[float, float, float] = (0.0, 0.0, 0.0),
+                   yaw: float = 0.0) -> dict:
     from stages.core.cameras import CameraRigConfig, compute_tracks
     from stages.engine.replay_render import ViewPose
 
     rig = CameraRigConfig(width=width, height=height)
-    rows = compute_tracks([(0.0, 0.0, 0.0)], [0.0], 1.8, rig, None, body_radius=0.3)
+    rows = compute_tracks([at], [yaw], 1.8, rig, None, body_radius=0.3)
     return {r["view"]: ViewPose((r["pos_x"], r["pos_y"], r["pos_z"]),
                                 (r["rot_w"], r["rot_x"], r["rot_y"], r["rot_z"]), r["fov_deg"])
             for r in rows}
@@ -140,8 +141,11 @@ def sky_poses(sun_dir: tuple[float, float, float]) -> dict:
 
 
 def render_reference(level: Path, character: Path, width: int = 96, height: int = 54,
-                     spatial: int = 1, poses: dict | None = None, auto: bool = True) -> GLFrame:
-    """One deferred GL frame of ``level`` with ``character`` at the origin, and its planes."""
+                     spatial: int = 1, poses: dict | None = None, auto: bool = True,
+                     at: tuple[float, float, float] = (0.0, 0.0, 0.0), yaw: float = 0.0
+                     ) -> GLFrame:
+    """One deferred GL frame of ``level`` with ``character`` at ``at`` facing ``yaw`` (rad),
+    and its planes."""
     from stages.engine.compute.shade import lighting_from_pass
     from stages.engine.level_render import load_level_lighting
     from stages.engine.models import load_model
@@ -158,8 +162,9 @@ def render_reference(level: Path, character: Path, width: int = 96, height: int 
         lit_cfg = load_level_lighting(str(level))
         r.load_level(load_model(str(level)), lit_cfg)
         r.load_character(load_model(str(character)), str(character), {}, 0.0)
-        cp = CharacterPose((0.0, 0.0, 0.0), (1.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None, 0.0)
-        sp = SamplePose(cp, poses or standard_poses(width, height))
+        q = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+        cp = CharacterPose(at, q, (1.0, 1.0, 1.0), None, 0.0)
+        sp = SamplePose(cp, poses or standard_poses(width, height, at, yaw))
         r.warmup(1)
         if auto:
             r.set_auto_exposure(exposure_from_meter(r.meter([sp], sp, 0.0),

@@ -15,6 +15,7 @@ from stages.engine.compute.resolve import (  # noqa: E402
 )
 from stages.engine.compute.shade import (  # noqa: E402
     oct_decode,
+    oct_encode,
     quantize_r11g11b10,
     shade,
 )
@@ -37,6 +38,17 @@ def gl_frame(assets):
     """Downtown at dusk (the sun, three point lights, the sky), the humanoid Alex, 96x54 x 2
     spatial samples."""
     return render_reference(*assets, width=96, height=54, spatial=2)
+
+
+@pytest.fixture(scope="module")
+def gl_outpost(tmp_path_factory):
+    """The Outpost at night from its north-east platform, facing a glowing beacon: the
+    emission path (and a metered exposure of ~40x)."""
+    import math
+
+    assets = write_sample_assets(tmp_path_factory.mktemp("compute_outpost"), "Outpost")
+    return render_reference(*assets, width=96, height=54, spatial=1, at=(12.5, 12.5, 2.0),
+                            yaw=math.radians(45))
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +104,16 @@ def test_sample_level_lit_and_resolved_in_torch_is_gl_picture(gl_frame):
     _compare(f, ours)
 
 
+def test_emissive_night_level_is_gl_picture(gl_outpost):
+    f = gl_outpost
+    glow = f.emission.max(-1) > 0
+    assert glow.mean() > 0.005  # the beacons are in view
+    lit = _shade(f).numpy()
+    rel = np.abs(lit - f.lit) / np.maximum(f.lit, 2.0 ** -14)
+    assert rel.max() <= 2.0 ** -5 and rel[glow].max() <= 2.0 ** -5
+    _compare(f, resolve(T(lit), f.exposure, f.tone_map).numpy())
+
+
 def test_resolve_of_gl_atlas_is_gl_resolve(gl_frame):
     """The resolve alone: GL's own lit atlas resolved in torch (mean of 2 samples, exposure,
     ACES, sRGB, 8 bits) gives GL's bytes, and the meter frame's atlas GL's meter codes."""
@@ -132,6 +154,17 @@ def test_same_bytes_twice_and_in_blocks(gl_frame):
     assert torch.equal(blocks, whole)
 
 
+def test_octahedral_normals_round_trip(gl_frame):
+    """oct_encode is GBUF_FRAG's: GL's stored codes decode and encode back to themselves, and
+    their half-float storage moves a normal by less than 0.1 degree."""
+    e = T(gl_frame.oct_normal)
+    n = oct_decode(e)
+    assert torch.allclose(oct_encode(n), e, atol=1e-6)
+    stored = oct_decode(oct_encode(n).half().float())
+    cos = (stored * n).sum(-1).clamp(-1, 1)
+    assert float(torch.rad2deg(torch.acos(cos)).max()) < 0.1
+
+
 def test_bad_planes_are_refused(gl_frame):
     f = gl_frame
     with pytest.raises(ValueError, match="emission, albedo and normal"):
@@ -142,3 +175,19 @@ def test_bad_planes_are_refused(gl_frame):
         resolve(T(f.lit[0]))
     with pytest.raises(ValueError, match="tone_map"):
         resolve(T(f.lit), 1.0, "reinhard")
+
+
+@pytest.mark.slow
+def test_compiled_chain_gives_the_same_bytes(gl_frame):
+    """torch.compile of the whole chain (fused kernels: what makes it fast) gives GL's bytes
+    too (compiling takes a minute or more on this 2-core machine, hence slow)."""
+    f = gl_frame
+
+    def chain(*planes):
+        return resolve(quantize_r11g11b10(shade(*planes, f.lighting)), f.exposure, f.tone_map)
+
+    args = (T(f.emission), T(f.albedo), T(f.metallic), oct_decode(T(f.oct_normal)),
+            T(f.roughness), T(f.shadow), T(f.depth), T(f.inv_view_proj), T(f.eye))
+    compiled = torch.compile(chain)(*args).numpy()
+    assert compiled.tobytes() == f.colors.tobytes()
+    assert compiled.tobytes() == chain(*args).numpy().tobytes()
