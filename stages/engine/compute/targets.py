@@ -26,10 +26,18 @@ from ..look import Look
 from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
+from .gbuffer_types import GBuffer
 from .raster import rasterize
 from .resolve import meter_codes, resolve
 from .scene_geometry import SceneGeometry
-from .shade import light_inputs, make_lighting, quantize_r11g11b10, shade
+from .shade import (
+    light_inputs,
+    make_lighting,
+    oct_decode,
+    oct_encode,
+    quantize_r11g11b10,
+    shade,
+)
 
 
 class _LightsRecord:
@@ -49,6 +57,18 @@ class _LightsRecord:
 
     def before_frame(self) -> None:
         pass
+
+
+def _stored(gb: GBuffer) -> tuple[torch.Tensor, ...]:
+    """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
+    others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
+    lighting pass reads, so the pictures match the deferred GL path's bytes where the planes
+    do. Order: emission, albedo, metallic, normal, roughness, shadow."""
+    def half(x: torch.Tensor) -> torch.Tensor:
+        return x.half().float()
+
+    return (quantize_r11g11b10(gb.emission), half(gb.albedo), half(gb.metallic),
+            oct_decode(half(oct_encode(gb.normal))), half(gb.roughness), half(gb.shadow))
 
 
 class ComputeTargets(RenderTargets):
@@ -134,8 +154,8 @@ class ComputeTargets(RenderTargets):
                              self.look.shadow_pcf_taps, self.device)
                if level.sun is not None else None)
         gb = gbr.render(cameras_from_targets(self, self.device), sun)
-        rad = shade(gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness, gb.shadow,
-                    gb.depth, gb.inv_view_proj, gb.eye, self._lights().to(self.device))
+        rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.eye,
+                    self._lights().to(self.device))
         rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
         if self.meter_on:
             img = meter_codes(rad)[..., None].expand(-1, -1, -1, 3)

@@ -44,14 +44,14 @@ def short_traj(sample_library, tmp_path_factory) -> Path:
     return out / "NatureValley__AlpineMeadow" / "traj_0000"
 
 
-def _render(traj: Path, out: Path, backend: str) -> Path:
+def _render(traj: Path, out: Path, backend: str, shading: str = "auto") -> Path:
     from stages.engine.instance_render import InstanceRenderer
 
     rcfg = load_params(overrides=[
         "render.width=96", "render.height=54", "render.spatial_samples=1",
         "render.temporal_samples=1", "render.mask_scale=1", "render.warmup_frames=1",
         "render.shadow_map_size=512", "render.preview=false",
-        f"render.backend={backend}"]).render
+        f"render.backend={backend}", f"render.shading={shading}"]).render
     out.mkdir(parents=True)
     ir = InstanceRenderer(out, render_settings(rcfg, 30), "p3headlessgl", Path.cwd())
     try:
@@ -64,7 +64,9 @@ def _render(traj: Path, out: Path, backend: str) -> Path:
 @pytest.fixture(scope="module")
 def renders(short_traj, tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("backend_renders")
+    # GL's auto shading is forward on llvmpipe; deferred is the path the compute one ports
     return {"gl": _render(short_traj, d / "gl", "gl"),
+            "gl_deferred": _render(short_traj, d / "gl_deferred", "gl", "deferred"),
             "compute": _render(short_traj, d / "compute", "compute"),
             "compute_again": _render(short_traj, d / "compute_again", "compute")}
 
@@ -92,16 +94,17 @@ def test_compute_backend_renders_a_trajectory_that_passes_the_gate(renders):
     assert gl["backend"] == "gl" and "backend" not in gl["settings"]  # gl keys unchanged
 
 
-def test_compute_frames_look_like_the_gl_backends(renders):
+@pytest.mark.parametrize("gl", ["gl", "gl_deferred"])
+def test_compute_frames_look_like_the_gl_backends(renders, gl):
     rows = []
     for v in VIEWS:
-        a = _frames(renders["gl"] / f"{v}.mp4").astype(float)
+        a = _frames(renders[gl] / f"{v}.mp4").astype(float)
         b = _frames(renders["compute"] / f"{v}.mp4").astype(float)
         psnr = 10 * np.log10(255.0 ** 2 / float(((a - b) ** 2).mean()))
         w = np.array([0.2126, 0.7152, 0.0722])
         dl = abs(float((a @ w).mean() - (b @ w).mean()))
         rows.append((v, psnr, dl))
-        print(f"{v}: PSNR {psnr:.2f} dB vs GL, mean luma differs by {dl:.2f}")
+        print(f"{v}: PSNR {psnr:.2f} dB vs {gl}, mean luma differs by {dl:.2f}")
     for v, psnr, dl in rows:
         assert psnr >= PSNR_FLOOR_DB, (v, psnr)
         assert dl <= LUMA_TOL, (v, dl)
