@@ -155,3 +155,31 @@ def test_auto_rule(monkeypatch):
         be.choose_backend("compute", ("mask",))
     with pytest.raises(ValueError, match="expected one of gl, compute, auto"):
         be.choose_backend("fast")
+
+
+def test_spatial_and_temporal_samples_match_gl_on_a_frame(short_traj, tmp_path):
+    """2 spatial x 2 temporal samples (every sample's camera, jitter and character copy): one
+    drawn frame per backend, compared raw (no codec). Measured: 41.5 .. 49.3 dB per view
+    against deferred GL, masks identical."""
+    from tests.posed_frames import posed_frames
+
+    got = {}
+    for backend, shading in (("gl", "deferred"), ("compute", "auto")):
+        cfg = load_params(overrides=[
+            "render.width=96", "render.height=54", "render.spatial_samples=2",
+            "render.temporal_samples=2", "render.mask_scale=1", "render.shadow_map_size=512",
+            f"render.backend={backend}", f"render.shading={shading}"]).render
+        with posed_frames(tmp_path / backend, cfg, short_traj) as pf:
+            assert pf.ir.r.backend == backend
+            a, b = pf.pose(2, 0.3), pf.pose(3, 0.333)
+            pf.ir.r.render([a, b], a, 0.0)  # GL's shadow map follows one frame behind
+            colors, masks, _ = pf.ir.r.render([a, b], a, 0.0)
+            got[backend] = ({v: np.array(c) for v, c in colors.items()},
+                            {v: np.array(m) for v, m in masks.items()})
+    for v in VIEWS:
+        a, b = got["gl"][0][v].astype(float), got["compute"][0][v].astype(float)
+        psnr = 10 * np.log10(255.0 ** 2 / float(((a - b) ** 2).mean()))
+        print(f"{v}: PSNR {psnr:.2f} dB vs deferred GL (2x2 samples, raw)")
+        assert psnr >= 36.0, (v, psnr)
+        assert np.array_equal(got["gl"][1][v], got["compute"][1][v]), v
+    assert any(got["compute"][1][v].sum() > 20 for v in VIEWS)  # the character is in view
