@@ -59,7 +59,11 @@ class _LightsRecord:
         pass
 
 
-def _stored(gb: GBuffer) -> tuple[torch.Tensor, ...]:
+SHADE_BLOCK_PX = 1 << 22  # pixels lit at a time on a GPU
+
+
+def _stored(gb: GBuffer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                   torch.Tensor, torch.Tensor]:
     """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
     others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
     lighting pass reads, so the pictures match the deferred GL path's bytes where the planes
@@ -154,8 +158,11 @@ class ComputeTargets(RenderTargets):
                              self.look.shadow_pcf_taps, self.device)
                if level.sun is not None else None)
         gb = gbr.render(cameras_from_targets(self, self.device), sun)
+        # on a GPU the lighting runs in blocks of rows (bounded memory at 720p x 8; the values
+        # do not depend on it); on a CPU at once (blocks measured slower there)
         rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.eye,
-                    self._lights().to(self.device))
+                    self._lights().to(self.device),
+                    block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
         rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
         if self.meter_on:
             img = meter_codes(rad)[..., None].expand(-1, -1, -1, 3)
