@@ -5,6 +5,7 @@ deferred G-buffer on a generated sample level (96x54 per view, 1 sample)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -259,6 +260,9 @@ def test_world_positions_rebuild_from_depth(sample_level_pair):
     cov = gb.covered
     dist = (pos - gb.eye[:, None, None, :]).norm(dim=-1)[cov]
     assert bool(torch.isfinite(dist).all()) and float(dist.min()) > 0.04
+    # without eye (part B may build a GBuffer from the planes alone) the centres still follow
+    bare = dataclasses.replace(gb, eye=None)
+    assert torch.allclose(bare.camera_positions(), gb.eye, atol=1e-3)
 
 
 def test_cameras_and_sun_from_poses_are_the_gl_paths(sample_level_pair):
