@@ -377,3 +377,21 @@ def test_every_spatial_and_temporal_sample_matches_gl(tmp_path):
     for d in (gb.depth.numpy(), gl["depth"]):
         moved = np.abs(d[back * 4 + 0] - d[back * 4 + 2]) > 1e-3
         assert moved.sum() > 20, moved.sum()
+
+
+def test_only_the_shown_child_of_a_switch_is_drawn():
+    """A switch (or a flip-book held at one frame) draws one child, as GL does."""
+    from panda3d.core import CardMaker, NodePath, SwitchNode
+
+    from stages.engine.compute.scene_geometry import SceneGeometry
+
+    root = NodePath("scene")
+    sw = root.attachNewNode(SwitchNode("frames"))
+    for k in range(3):
+        cm = CardMaker(f"frame{k}")
+        cm.setFrame(k, k + 1, 0, 1)
+        sw.attachNewNode(cm.generate())
+    sw.node().setVisibleChild(1)
+    geo = SceneGeometry(root)
+    assert geo.num_triangles == 2
+    assert float(geo.frame().pos[..., 0].min()) == 1.0  # frame1's card, x from 1 to 2
