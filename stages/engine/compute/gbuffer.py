@@ -130,11 +130,16 @@ def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
     """d uv / d pixel [n,2,2] (along x, along y) of the source triangles ``tri`` at GL pixel
     centres (px, py) (py from the bottom), from the triangle's plane in homogeneous 2-D
     (valid whatever the corners' w): the derivative GL takes across a 2x2 pixel quad."""
-    hom = torch.cat([fr_pos[tri], torch.ones_like(fr_pos[tri][..., :1])], -1)  # [n,3,4]
+    pos = fr_pos.index_select(0, tri)
+    hom = torch.cat([pos, torch.ones_like(pos[..., :1])], -1)  # [n,3,4]
     clip = torch.einsum("nij,nkj->nki", view_proj, hom)  # [n,3(corner),4]
-    M = torch.stack([clip[..., 0], clip[..., 1], clip[..., 3]], 1)  # rows x, y, w
-    Minv = torch.linalg.inv(M.double())
-    uvs = fr_uv[tri].double()  # [n,3,2]
+    # M: rows x, y, w over the corners; the barycentrics at a pixel are proportional to
+    # M^-1 @ (x_ndc, y_ndc, 1), and M^-1's columns are r1 x r2, r2 x r0, r0 x r1 (M's rows
+    # r0, r1, r2) over det(M), which cancels when they are normalised: no inverse needed
+    r0, r1, r2 = (clip[..., c].double() for c in (0, 1, 3))
+    Minv = torch.stack([torch.cross(r1, r2, dim=1), torch.cross(r2, r0, dim=1),
+                        torch.cross(r0, r1, dim=1)], 2)
+    uvs = fr_uv.index_select(0, tri).double()  # [n,3,2]
 
     def uv_at(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         p = torch.stack([x / W * 2 - 1, y / H * 2 - 1, torch.ones_like(x)], 1).double()

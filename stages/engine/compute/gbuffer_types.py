@@ -1,6 +1,9 @@
 """The G-buffer the compute renderer hands to its lighting pass (the interface of issue #30's
 two halves; the planes are those of ``stages.engine.deferred``'s GL G-buffer, unpacked).
 
+Sky pixels (depth 1) hold zeros in emission, albedo, metallic, normal and roughness and 1 in
+shadow.
+
 Layout: index ``v`` of the leading axis is ``view * N + k`` with ``view`` the position in
 ``stages.core.trajectory.VIEWS`` and ``k = t * S + s`` (temporal sample t, spatial sample s,
 N = S x T): the atlas tile order of ``render_targets``. Rows run top to bottom (row 0 is the
@@ -28,7 +31,18 @@ class GBuffer:
     shadow: torch.Tensor         # [V,H,W] float32, the sun's shadow factor: 1 lit .. 0 shadowed
     depth: torch.Tensor          # [V,H,W] float32, GL window depth in [0,1]; 1 = sky/nothing
     inv_view_proj: torch.Tensor  # [V,4,4] float32, clip -> world (column vectors: p = M @ c)
-    eye: torch.Tensor            # [V,3] float32, each camera's position (world)
+    eye: torch.Tensor | None = None  # [V,3] float32, each camera's position (world); None:
+    # derive it with ``camera_positions()``
+
+    def camera_positions(self) -> torch.Tensor:
+        """[V,3] each camera's position: ``eye``, or, without it, the point where the
+        view-projection's x, y and w rows all vanish (a perspective camera's centre)."""
+        if self.eye is not None:
+            return self.eye
+        vp = torch.linalg.inv(self.inv_view_proj.double())
+        A = vp[:, [0, 1, 3], :3]
+        b = -vp[:, [0, 1, 3], 3]
+        return torch.linalg.solve(A, b).float()
 
     @property
     def covered(self) -> torch.Tensor:

@@ -213,6 +213,10 @@ def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: i
         # _clip_near returns indices into i: carry the view along through src
         c, k, b = _clip_near(c, torch.arange(len(i), device=dev))
         st = _Setup(c, vv[k], s[k], b, cull, W, H)
+        if base + len(st.src) > 0xFFFFFFFF:  # ids share an int64 key with 32 depth bits
+            raise ValueError(f"rasterize: {base + len(st.src)} (view, triangle) pairs after "
+                             f"clipping in one call; at most {0xFFFFFFFF} (2^32 - 1): render "
+                             "fewer views per call or a coarser level")
         _depth_pass(st, zbuf, W, H, cut_tris, cut_fn, budget, base)
         setups.append(st)
         offsets.append(base)

@@ -119,6 +119,23 @@ def _piece(gnp: Any, i: int, table: _MaterialTable, reread: bool) -> Piece | Non
                  uv[idx].astype(f32), col[idx].astype(f32), mat, cull, bits, reread, idx)
 
 
+def _selected(gnp: Any) -> bool:
+    """Whether every switch or sequence above the node shows the child on its path (a held
+    flip-book draws one frame; ``level_render`` poses them at frame 0)."""
+    from panda3d.core import SelectiveChildNode
+
+    p = gnp
+    while not p.getParent().isEmpty():
+        parent = p.getParent()
+        node = parent.node()
+        if (node.isOfType(SelectiveChildNode.getClassType())
+                and hasattr(node, "getVisibleChild")
+                and node.findChild(p.node()) != node.getVisibleChild()):
+            return False
+        p = parent
+    return True
+
+
 class SceneGeometry:
     """The triangles and materials under ``root`` (the scene NodePath). ``dynamic``: nodes
     whose subtrees move as a whole every frame (the props' pivots); ``animated``: subtrees
@@ -135,7 +152,7 @@ class SceneGeometry:
         self.static: list[Piece] = []
         self.moving: list[Piece] = []
         for gnp in root.findAllMatches("**/+GeomNode"):
-            if gnp.getName() in skip:
+            if gnp.getName() in skip or not _selected(gnp):
                 continue
             owner = None
             p = gnp

@@ -73,12 +73,14 @@ def default_poses(W: int, H: int) -> dict[str, ViewPose]:
 def render_gl(level_model, char_model, char_path: str, lighting: dict, W: int, H: int,
               char_pos=(0.0, 0.0, 0.0), yaw_deg: float = 0.0, look=None,
               views: dict[str, ViewPose] | None = None, clip: str | None = None,
-              clip_time: float = 0.0) -> tuple[ReplayRenderer, SamplePose]:
-    """A deferred ReplayRenderer (1 sample) with the level and character loaded and one frame
-    drawn; returns it (still open: its scene is what the compute renderer reads) and the pose."""
+              clip_time: float = 0.0, spatial: int = 1, temporal: int = 1,
+              step_m: float = 0.0) -> tuple[ReplayRenderer, SamplePose]:
+    """A deferred ReplayRenderer with the level and character loaded and one frame drawn;
+    returns it (still open: its scene is what the compute renderer reads) and the exact pose.
+    Temporal sample t places the character ``t * step_m`` further along +x."""
     from tests.looks import look as make_look
 
-    r = ReplayRenderer(W, H, 1, 1, "p3headlessgl", 1,
+    r = ReplayRenderer(W, H, spatial, temporal, "p3headlessgl", 1,
                        look=look or make_look(shadow_map_size=1024, shading="deferred"))
     r.load_level(level_model, lighting)
     r.load_character(char_model, char_path, {}, 0.0)
@@ -89,6 +91,9 @@ def render_gl(level_model, char_model, char_path: str, lighting: dict, W: int, H
     cp = CharacterPose(tuple(char_pos), (math.cos(h), 0.0, 0.0, math.sin(h)), (1.0, 1.0, 1.0),
                        clip, clip_time)
     sp = SamplePose(cp, poses)
-    r.render([sp], sp, 0.0)  # a first frame: the shadow map follows one frame behind
-    r.render([sp], sp, 0.0)
+    samples = [SamplePose(CharacterPose((char_pos[0] + t * step_m, *char_pos[1:]), cp.quat,
+                                        cp.scale, clip, clip_time + 0.1 * t), poses)
+               for t in range(temporal)]
+    r.render(samples, sp, 0.0)  # a first frame: the shadow map follows one frame behind
+    r.render(samples, sp, 0.0)
     return r, sp
