@@ -160,7 +160,7 @@ class ComputeTargets(RenderTargets):
         gb = gbr.render(cameras_from_targets(self, self.device), sun)
         # on a GPU the lighting runs in blocks of rows (bounded memory at 720p x 8; the values
         # do not depend on it); on a CPU at once (blocks measured slower there)
-        rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.eye,
+        rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
                     self._lights().to(self.device),
                     block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
         rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
