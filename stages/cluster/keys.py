@@ -114,7 +114,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         meter_frames=rcfg.meter_frames, shadow_pcf_taps=rcfg.shadow_pcf_taps,
         exposure_key=rcfg.exposure_key, tone_map=rcfg.tone_map,
         ibl_strength=rcfg.ibl_strength, shading=rcfg.shading,
-        ground_truth=validate_layers(rcfg.ground_truth))
+        ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend)
 
 
 def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",

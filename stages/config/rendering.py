@@ -99,6 +99,12 @@ class RenderConfig:
     # forward: the whole look in the fragment shader (the reference; OpenGL 3.3); auto:
     # deferred on a GPU with compute shaders, forward on a software rasterizer (llvmpipe)
     shading: str = "auto"
+    # Stage II's renderer on the embedded engine: gl (Panda3D's OpenGL path, the reference);
+    # compute (stages/engine/compute: rasterizer, G-buffer, lighting and resolve in torch, on
+    # CUDA where torch sees a GPU, else on the CPU; docs/rendering.md); auto: compute where
+    # torch sees a CUDA device and no ground-truth layers are asked for, gl otherwise (the
+    # threshold awaits the H200 measurement of issue #30). Unreal ignores it (gl only)
+    backend: str = "gl"
     # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
     # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on the 2-core CPU box at
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s

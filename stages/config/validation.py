@@ -50,6 +50,17 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.shading not in ("auto", "deferred", "forward"):
         raise ConfigError(f"{source}: render.shading is {r.shading!r}; expected auto, "
                           "deferred or forward")
+    if r.backend not in ("gl", "compute", "auto"):
+        raise ConfigError(f"{source}: render.backend is {r.backend!r}; expected gl, compute "
+                          "or auto")
+    if r.backend == "compute" and obj.engine.name != "embedded":
+        raise ConfigError(f"{source}: render.backend=compute needs engine.name=embedded (the "
+                          f"compute renderer is embedded-only; engine {obj.engine.name!r} "
+                          "renders with gl): use render.backend=gl or auto")
+    if r.backend == "compute" and r.ground_truth:
+        raise ConfigError(f"{source}: render.backend=compute cannot write render.ground_truth "
+                          f"{list(r.ground_truth)} yet (the layers are drawn by the GL pass): "
+                          "use render.backend=gl, or render.ground_truth=[]")
     from ..engine.stage2 import check_ground_truth
 
     try:

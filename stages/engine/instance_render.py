@@ -128,6 +128,7 @@ class InstanceRenderer:
 
     def _renderer(self) -> Any:
         if self.r is None:
+            from .compute.backend import choose_backend
             from .look import Look
             from .replay_render import ReplayRenderer
 
@@ -135,7 +136,8 @@ class InstanceRenderer:
             self.r = ReplayRenderer(self.s.width, self.s.height, self.s.spatial_samples,
                                     self.s.temporal_samples, self.display,
                                     self.s.mask_scale, look=look,
-                                    ground_truth=self.s.ground_truth)
+                                    ground_truth=self.s.ground_truth,
+                                    backend=choose_backend(self.s.backend, self.s.ground_truth))
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -291,6 +293,8 @@ class InstanceRenderer:
             "exposure": getattr(self, "exposure", None),
             # the shading the renderer used (render.shading auto resolves per GL driver)
             "shading": getattr(self.r, "shading", None),
+            # the Stage II renderer used: gl or compute (render.backend auto resolves per machine)
+            "backend": getattr(self.r, "backend", "gl"),
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+BACKENDS = ("gl", "compute", "auto")  # render.backend's values
+
 
 class RenderSettingsError(ValueError):
     """An ``instance.json`` ``settings`` object that is not a RenderSettings."""
@@ -51,15 +53,21 @@ class RenderSettings:
     # field with a default here: off leaves as_dict (and so render keys) as it was before
     # the layers existed, and instance.json files without the key read back as off
     ground_truth: tuple[str, ...] = ()
+    # the Stage II renderer as configured: "gl", "compute" or "auto" (meta.json's ``backend``
+    # records the one used). Like ground_truth: gl leaves as_dict, and so render keys, as
+    # they were before the compute renderer existed
+    backend: str = "gl"
 
     def as_dict(self) -> dict[str, Any]:
         """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
-        ``ground_truth`` only when on)."""
+        ``ground_truth`` only when on, ``backend`` only when not gl)."""
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["ground_truth"]:
             d["ground_truth"] = list(d["ground_truth"])
         else:
             del d["ground_truth"]
+        if d["backend"] == "gl":
+            del d["backend"]
         return d
 
     @classmethod
@@ -71,7 +79,7 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = {"ground_truth"}
+        optional = {"ground_truth", "backend"}
         missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
@@ -88,6 +96,9 @@ class RenderSettings:
                 kw["ground_truth"] = validate_layers(kw["ground_truth"], f"{where}: ground_truth")
             except ValueError as exc:
                 raise RenderSettingsError(str(exc)) from None
+        if kw.get("backend", "gl") not in BACKENDS:
+            raise RenderSettingsError(f"{where}: backend {kw['backend']!r}; expected one of "
+                                      f"{', '.join(BACKENDS)}")
         return cls(**kw)
 
     def replace(self, **changes: Any) -> RenderSettings:

@@ -51,9 +51,25 @@ class ReplayRenderer:
 
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = ()):
-        self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
-                                     near, far, look=look)
+                 far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = (),
+                 backend: str = "gl"):
+        # backend: "gl" (RenderTargets) or "compute" (compute.targets.ComputeTargets: the same
+        # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first
+        self.backend = backend
+        if backend == "compute":
+            from .compute.backend import choose_backend, compute_device
+            from .compute.targets import ComputeTargets
+
+            choose_backend(backend, ground_truth)  # refuses ground-truth layers
+            self.targets: RenderTargets = ComputeTargets(
+                width, height, spatial, temporal, display, mask_scale, near, far, look=look,
+                device=compute_device())
+        elif backend == "gl":
+            self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
+                                         near, far, look=look)
+        else:
+            raise ValueError(f"render backend {backend!r}; expected gl or compute (resolve "
+                             "auto with compute.backend.choose_backend)")
         t = self.targets
         self.W, self.H, self.S, self.T = t.W, t.H, t.S, t.T
         self.look, self.scene = t.look, t.scene
@@ -64,6 +80,8 @@ class ReplayRenderer:
         self.exposure_comp_ev = 0.0
         self.auto_exposure = 1.0
         self.level = LevelScene(t)
+        if hasattr(t, "bind"):
+            t.bind(self)
         # the ground-truth pass (issue #33): its own buffer and scene, only when asked for
         self.gt_layers = tuple(ground_truth)
         self.gt: Any = None

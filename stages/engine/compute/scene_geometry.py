@@ -1,0 +1,267 @@
+"""The triangles of a Panda3D scene in world space, each frame: static ones placed once,
+dynamic ones (props, character copies) placed from their node's net transform in torch.
+
+Skinned character pieces are posed in torch from their joint matrices (``skinning``) when
+the posers' skins are passed in; otherwise their CPU-posed vertices are re-read each frame.
+
+Per triangle corner it keeps what ``pbr.PBR_VERT`` hands to the fragment shader, in world
+space instead of view space (the same vectors rotated): the position, the normal through the
+normal matrix and normalised, the tangent through the normal matrix and made orthogonal to the
+normal with the bitangent's sign, the first UV set and the colour. See ``scene`` for the
+materials and how skinning is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .raster import CullBack, CullNone
+from .scene import Materials, Piece, TextureTable, _column, _mat4, _MaterialTable, _triangles
+
+NUM_BITS = 32
+
+
+@dataclass
+class Frame:
+    """One frame's triangles (F of them), world space, on the scene's device."""
+
+    pos: torch.Tensor    # [F,3,3]
+    nrm: torch.Tensor    # [F,3,3] unit per corner
+    tan: torch.Tensor    # [F,3,4] tangent (xyz, orthogonal to the normal or 0) and sign
+    uv: torch.Tensor     # [F,3,2]
+    col: torch.Tensor    # [F,3,4]
+    mat: torch.Tensor    # [F] int64 material
+    cull: torch.Tensor   # [F] int64 raster.CullBack / CullNone
+    bits: torch.Tensor   # [F] int64 camera bits that see the triangle
+    cut: torch.Tensor    # [F] bool: alpha cut-out must be evaluated
+
+
+def _corner_frame(pos: torch.Tensor, nrm: torch.Tensor, tan: torch.Tensor, m: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Corners to world by column matrix ``m`` (torch, any device): positions, unit normals,
+    tangents (as PBR_VERT: through the normal matrix, orthogonalised, zero when degenerate)."""
+    m3 = m[:3, :3]
+    nm = torch.linalg.inv(m3).T if abs(float(torch.linalg.det(m3))) > 1e-30 else m3
+    p = pos @ m3.T + m[:3, 3]
+    n = nrm @ nm.T
+    n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+    t = tan[..., :3] @ nm.T
+    ok = t.norm(dim=-1, keepdim=True) > 1e-6
+    t = t - n * (n * t).sum(-1, keepdim=True)
+    t = torch.where(ok, t / t.norm(dim=-1, keepdim=True).clamp_min(1e-30), 0.0)
+    sign = torch.where(tan[..., 3:4] == 0.0, 1.0, tan[..., 3:4])
+    return p, n, torch.cat([t, sign], -1)
+
+
+def _texcoord_name(vd: Any) -> str:
+    """The UV set p3d_MultiTexCoord0 reads: ``texcoord``, else the first texcoord column
+    (panda3d-gltf names glTF's TEXCOORD_0 ``texcoord.0``)."""
+    from panda3d.core import GeomEnums
+
+    fmt = vd.getFormat()
+    if fmt.hasColumn("texcoord"):
+        return "texcoord"
+    for a in range(fmt.getNumArrays()):
+        arr = fmt.getArray(a)
+        for j in range(arr.getNumColumns()):
+            c = arr.getColumn(j)
+            if c.getContents() == GeomEnums.C_texcoord:
+                return str(c.getName().getName())
+    return "texcoord"
+
+
+def _piece(gnp: Any, i: int, table: _MaterialTable, reread: bool) -> Piece | None:
+    from panda3d.core import BitMask32, CullFaceAttrib, Thread
+
+    node = gnp.node()
+    geom = node.getGeom(i)
+    vd = geom.getVertexData()
+    if vd.getTransformBlendTable() is not None or vd.getSliderTable() is not None:
+        vd = vd.animateVertices(True, Thread.getCurrentThread())  # Panda3D's CPU skinning
+    idx = _triangles(geom)
+    if len(idx) == 0:
+        return None
+    state = gnp.getNetState().compose(node.getGeomState(i))
+    mat, flat = table.add(state)
+    cfa = state.getAttrib(CullFaceAttrib)
+    mode = cfa.getEffectiveMode() if cfa is not None else CullFaceAttrib.M_cull_clockwise
+    if mode == CullFaceAttrib.M_cull_counter_clockwise:
+        idx = idx[:, [0, 2, 1]]  # culling the other winding: the same as these turned over
+    cull = CullNone if mode == CullFaceAttrib.M_cull_none else CullBack
+    bits = sum(1 << b for b in range(NUM_BITS) if not gnp.isHidden(BitMask32.bit(b)))
+    v = _column(vd, "vertex")
+    assert v is not None  # every drawable Geom has positions
+    if v.shape[1] == 4:
+        v = v[:, :3] / np.where(v[:, 3:] == 0, 1.0, v[:, 3:])
+    n = vd.getNumRows()
+    nrm = _column(vd, "normal")
+    nrm = nrm[:, :3] if nrm is not None else np.tile([0.0, 0.0, 1.0], (n, 1))
+    tan = _column(vd, "tangent")
+    if tan is None:
+        tan = np.zeros((n, 4))
+    elif tan.shape[1] == 3:
+        tan = np.concatenate([tan, np.ones((n, 1))], 1)  # GL's default w
+    uv = _column(vd, _texcoord_name(vd))
+    uv = uv[:, :2] if uv is not None else np.zeros((n, 2))
+    col = _column(vd, "color") if flat is None else None
+    if flat is not None:
+        col = np.tile(np.asarray(flat, np.float64), (n, 1))
+    elif col is None:
+        col = np.ones((n, 4))
+    elif col.shape[1] == 3:
+        col = np.concatenate([col, np.ones((n, 1))], 1)
+    f32 = np.float32
+    return Piece(gnp, i, v[idx].astype(f32), nrm[idx].astype(f32), tan[idx].astype(f32),
+                 uv[idx].astype(f32), col[idx].astype(f32), mat, cull, bits, reread, idx)
+
+
+def _selected(gnp: Any) -> bool:
+    """Whether every switch or sequence above the node shows the child on its path (a held
+    flip-book draws one frame; ``level_render`` poses them at frame 0)."""
+    from panda3d.core import SelectiveChildNode
+
+    p = gnp
+    while not p.getParent().isEmpty():
+        parent = p.getParent()
+        node = parent.node()
+        if (node.isOfType(SelectiveChildNode.getClassType())
+                and hasattr(node, "getVisibleChild")
+                and node.findChild(p.node()) != node.getVisibleChild()):
+            return False
+        p = parent
+    return True
+
+
+class SceneGeometry:
+    """The triangles and materials under ``root`` (the scene NodePath). ``dynamic``: nodes
+    whose subtrees move as a whole every frame (the props' pivots); ``animated``: subtrees
+    whose vertices are also re-posed every frame (the character copies)."""
+
+    def __init__(self, root: Any, dynamic: list[Any] = (), animated: list[Any] = (),  # type: ignore[assignment]
+                 device: str | torch.device = "cpu", skip: tuple[str, ...] = ("sky_dome",),
+                 skins: list[Any] = ()):  # type: ignore[assignment]
+        self.root = root
+        self.device = torch.device(device)
+        table = _MaterialTable()
+        movers = {m.node().this: m for m in list(dynamic) + list(animated)}
+        anim = {m.node().this for m in animated}
+        self.static: list[Piece] = []
+        self.moving: list[Piece] = []
+        for gnp in root.findAllMatches("**/+GeomNode"):
+            if gnp.getName() in skip or not _selected(gnp):
+                continue
+            owner = None
+            p = gnp
+            while not p.isEmpty():
+                if p.node().this in movers:
+                    owner = p.node().this
+                    break
+                p = p.getParent()
+            for i in range(gnp.node().getNumGeoms()):
+                pc = _piece(gnp, i, table, owner in anim if owner is not None else False)
+                if pc is None:
+                    continue
+                (self.static if owner is None else self.moving).append(pc)
+        self.materials: Materials
+        self.textures: TextureTable
+        self.materials, self.textures = table.build(self.device)
+        self._may_cut = [bool(x) for x in self.materials.may_cut.cpu()]
+        self._const: dict[int, dict[str, torch.Tensor]] = {}
+        self._local: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        # GPU skinning: the posers' fixed-order skins, matched to pieces by their vertex data
+        from .skinning import TorchSkin
+
+        by_data = {sk.static.this: sk for sk in skins}
+        self._skins: dict[int, tuple[TorchSkin, torch.Tensor]] = {}
+        for pc in self.moving:
+            vd = pc.np_.node().getGeom(pc.geom_index).getVertexData()
+            sk = by_data.get(vd.this)
+            if pc.reread and sk is not None:
+                self._skins[id(pc)] = (TorchSkin(sk, self.device),
+                                       torch.from_numpy(pc.corners).to(self.device))
+        self._static = self._stack(self.static, world=True)
+        for pc in self.static:  # stacked once: no second copy on the device
+            self._const.pop(id(pc), None)
+
+    def _tensors(self, pc: Piece, world: bool) -> dict[str, torch.Tensor]:
+        """A piece's corners in world space: static ones in float64 on the CPU (once),
+        moving ones in float32 on the scene's device (every frame; only the matrix and, for
+        animated pieces, the posed vertices travel)."""
+        m = torch.from_numpy(_mat4(pc.np_.getMat(self.root)))
+        if world:
+            p, n, t = _corner_frame(torch.from_numpy(pc.pos).double(),
+                                    torch.from_numpy(pc.nrm).double(),
+                                    torch.from_numpy(pc.tan).double(), m)
+        else:
+            d = self.device
+            if id(pc) not in self._local:
+                self._local[id(pc)] = (torch.from_numpy(pc.pos).to(d),
+                                       torch.from_numpy(pc.nrm).to(d),
+                                       torch.from_numpy(pc.tan).to(d))
+            lp, ln, lt = self._local[id(pc)]
+            p, n, t = _corner_frame(lp, ln, lt, m.float().to(d))
+        if id(pc) not in self._const:  # what never changes, kept on the device
+            F = len(pc.pos)
+            cut = self._may_cut[pc.material] or bool((pc.col[..., 3] < 0.5).any())
+            d = self.device
+            self._const[id(pc)] = {
+                "uv": torch.from_numpy(pc.uv).to(d), "col": torch.from_numpy(pc.col).to(d),
+                "mat": torch.full((F,), pc.material, dtype=torch.int64, device=d),
+                "cull": torch.full((F,), pc.cull, dtype=torch.int64, device=d),
+                "bits": torch.full((F,), pc.bits, dtype=torch.int64, device=d),
+                "cut": torch.full((F,), cut, dtype=torch.bool, device=d)}
+        return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._const[id(pc)]}
+
+    def _stack(self, pieces: list[Piece], world: bool) -> dict[str, torch.Tensor]:
+        parts = [self._tensors(pc, world) for pc in pieces]
+        keys = ("pos", "nrm", "tan", "uv", "col", "mat", "cull", "bits", "cut")
+        shapes = {"pos": (3, 3), "nrm": (3, 3), "tan": (3, 4), "uv": (3, 2), "col": (3, 4)}
+        out = {}
+        for k in keys:
+            if parts:
+                out[k] = torch.cat([p[k].to(self.device) for p in parts])
+            else:
+                dt = torch.float32 if k in shapes else (torch.bool if k == "cut" else torch.int64)
+                out[k] = torch.zeros((0, *shapes.get(k, ())), dtype=dt, device=self.device)
+        return out
+
+    def _reread(self, pc: Piece) -> None:
+        """The posed vertices of a skinned piece, as the CPU poser left them this frame."""
+        from panda3d.core import Thread
+
+        vd = pc.np_.node().getGeom(pc.geom_index).getVertexData()
+        if vd.getTransformBlendTable() is not None or vd.getSliderTable() is not None:
+            vd = vd.animateVertices(True, Thread.getCurrentThread())
+        v = _column(vd, "vertex")
+        assert v is not None
+        pc.pos = v[:, :3][pc.corners].astype(np.float32)
+        nrm = _column(vd, "normal")
+        if nrm is not None:
+            pc.nrm = nrm[:, :3][pc.corners].astype(np.float32)
+
+    def frame(self) -> Frame:
+        """This frame's triangles: the static ones and every moving piece where the scene
+        graph holds it now (re-posed vertices for animated pieces)."""
+        for pc in self.moving:
+            if id(pc) in self._skins:
+                skin, corners = self._skins[id(pc)]
+                v, nv = skin.pose()
+                nrm = (nv[corners].float() if nv is not None
+                       else torch.from_numpy(pc.nrm).to(self.device))
+                self._local[id(pc)] = (v[corners].float(), nrm,
+                                       torch.from_numpy(pc.tan).to(self.device))
+            elif pc.reread:
+                self._reread(pc)
+                self._local.pop(id(pc), None)
+        dyn = self._stack(self.moving, world=False)
+        s = self._static
+        cat = {k: torch.cat([s[k], dyn[k]]) for k in s}
+        return Frame(**cat)
+
+    @property
+    def num_triangles(self) -> int:
+        return int(self._static["pos"].shape[0]) + sum(len(p.pos) for p in self.moving)

@@ -1,0 +1,77 @@
+"""Linear-blend skinning in torch (on the scene's device): the project's fixed-order CPU
+skinning (``clips._FixedOrderSkin``) redone as tensor ops, so a skinned character's vertices
+are posed on the GPU from its joint matrices alone.
+
+Per frame only the joint matrices leave Panda3D (one 4x4 per joint, read from the posed
+character); each blend's matrix is the weighted sum of its joints' in the same joint-name
+order and float64 as the CPU path, vertices and normals are transformed as Panda3D's
+``update_animated_vertices`` does (row vectors; normals through the blend's rotation, its
+uniform scale divided out, or the inverse transpose when the scale is not uniform).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class TorchSkin:
+    """The torch twin of one ``_FixedOrderSkin`` (one skinned Geom)."""
+
+    def __init__(self, skin: Any, device: torch.device):
+        self.skin = skin
+        self.device = device
+        f64 = torch.float64
+        self.rest_v = torch.as_tensor(np.asarray(skin.rest_v), dtype=f64, device=device)
+        self.rest_n = (None if skin.rest_n is None else
+                       torch.as_tensor(np.asarray(skin.rest_n), dtype=f64, device=device))
+        self.idx = torch.as_tensor(skin.idx, device=device)
+        self.w = torch.as_tensor(skin.w, dtype=f64, device=device)
+        self.blend_index = torch.as_tensor(skin.blend_index, device=device)
+
+    def joint_matrices(self) -> torch.Tensor:
+        """[J,4,4] float64: each joint's current skinning matrix (Panda3D row-vector form)."""
+        from panda3d.core import LMatrix4f
+
+        m = LMatrix4f()
+        out = np.empty((len(self.skin.transforms), 4, 4), np.float64)
+        for i, tr in enumerate(self.skin.transforms):
+            tr.getMatrix(m)
+            out[i] = [[m.getCell(r, c) for c in range(4)] for r in range(4)]
+        return torch.from_numpy(out).to(self.device)
+
+    def pose(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(positions [n,3], normals [n,3] or None) of the Geom's vertices, posed now."""
+        mats = self.joint_matrices()
+        blend = torch.zeros(len(self.idx), 4, 4, dtype=torch.float64, device=self.device)
+        for j in range(self.idx.shape[1]):  # one fixed order, as the CPU path
+            blend = blend + self.w[:, j, None, None] * mats[self.idx[:, j]]
+        per_vertex = blend[self.blend_index]
+        k = self.rest_v.shape[1]
+        out = torch.einsum("ni,nij->nj", self.rest_v, per_vertex[:, :k])
+        pos = out[:, :3] if k == 3 else out[:, :3] / torch.where(out[:, 3:] == 0, 1.0,
+                                                                   out[:, 3:])
+        if self.rest_n is None:
+            return pos, None
+        nm, renorm = normal_matrices(blend[:, :3, :3])
+        nv = torch.einsum("ni,nij->nj", self.rest_n, nm[self.blend_index])
+        rn = renorm[self.blend_index][:, None]
+        nv = torch.where(rn, nv / nv.norm(dim=1, keepdim=True).clamp_min(1e-30), nv)
+        return pos, nv
+
+
+def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``clips._normal_matrices`` in torch: the matrix itself when its rows are (near) unit
+    length, without the scale when it is uniform, else the inverse transpose (renormalised)."""
+    ssq = (m3 ** 2).sum(2)
+    uniform = ((ssq[:, 0] - ssq[:, 1]).abs() <= 2e-3) & ((ssq[:, 0] - ssq[:, 2]).abs() <= 2e-3)
+    unit = uniform & ((ssq[:, 0] - 1).abs() <= 2e-3)
+    scaled = uniform & ~unit & (ssq[:, 0] > 0)
+    out = torch.where(scaled[:, None, None],
+                      m3 / ssq[:, 0].clamp_min(1e-300).sqrt()[:, None, None], m3)
+    skew = ~uniform
+    if bool(skew.any()):
+        out[skew] = torch.linalg.inv(m3[skew]).transpose(1, 2)
+    return out, skew

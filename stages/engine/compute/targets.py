@@ -1,0 +1,198 @@
+"""Stage II's render targets drawn by the compute renderer (``render.backend: compute``): the
+role of :class:`~stages.engine.render_targets.RenderTargets` — ``draw()`` gives each view's
+resolved colour image and the alignment gate's character mask — with no GL drawing at all.
+
+The Panda3D scene graph stays the scene's one description: the replay places the cameras (every
+view, temporal and spatial sample, jitter in the lens), the sun, the posed character copies and
+the props on their nodes exactly as for GL; ``draw()`` reads that state and renders it in torch:
+the G-buffer from the scene's triangles (``gbuffer``: rasterizer, glTF materials, the sun's
+shadow map, the character skinned from its joint matrices), the lighting and sky (``shade``),
+the R11G11B10 storage of GL's atlas, the resolve (exposure, tone map, sRGB, 8 bits:
+``resolve``), and the mask cameras' coverage of the mask copy of the character. A GL context is
+still opened (``RenderTargets``' constructor: the level's textures are prepared in it and its
+scene-graph set-up is shared) but its buffers are switched off and never drawn.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...core.trajectory import VIEWS
+from ..look import Look
+from ..render_targets import RenderTargets
+from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
+from .gbuffer import GBufferRenderer
+from .gbuffer_types import GBuffer
+from .raster import rasterize
+from .resolve import meter_codes, resolve
+from .scene_geometry import SceneGeometry
+from .shade import (
+    light_inputs,
+    make_lighting,
+    oct_decode,
+    oct_encode,
+    quantize_r11g11b10,
+    shade,
+)
+
+
+class _LightsRecord:
+    """Stands where ``level_render`` hands the GL deferred pass its lights (``set_lights``) and
+    inputs: it keeps the lights and ranges, which the compute lighting reads every frame."""
+
+    def __init__(self) -> None:
+        self.lights: list[Any] = []
+        self.ranges: list[float] = []
+
+    def set_input(self, name: str, value: Any) -> None:
+        del name, value  # the compute pass reads the level's settings itself
+
+    def set_lights(self, lights: list[Any], ranges: list[float], pivots: list[Any]) -> None:
+        self.lights, self.ranges = list(lights), list(ranges)
+        del pivots  # positions are read every frame (lights under pushed props move)
+
+    def before_frame(self) -> None:
+        pass
+
+
+SHADE_BLOCK_PX = 1 << 22  # pixels lit at a time on a GPU
+
+
+def _stored(gb: GBuffer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                   torch.Tensor, torch.Tensor]:
+    """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
+    others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
+    lighting pass reads, so the pictures match the deferred GL path's bytes where the planes
+    do. Order: emission, albedo, metallic, normal, roughness, shadow."""
+    def half(x: torch.Tensor) -> torch.Tensor:
+        return x.half().float()
+
+    return (quantize_r11g11b10(gb.emission), half(gb.albedo), half(gb.metallic),
+            oct_decode(half(oct_encode(gb.normal))), half(gb.roughness), half(gb.shadow))
+
+
+class ComputeTargets(RenderTargets):
+    """RenderTargets whose ``draw()`` renders in torch on ``device`` (see the module
+    docstring). :meth:`bind` gives it the ReplayRenderer whose level and character it draws."""
+
+    def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
+                 display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
+                 far: float = 4000.0, *, look: Look, device: str = "cpu",
+                 cpu_threads: int | None = 1):
+        # the GL side builds only the forward scene set-up (nothing is drawn with it)
+        super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
+                         look=dataclasses.replace(look, shading="forward"))
+        self.look = look
+        for buf in (self.atlas, self.resolve, self.mask_buf):
+            buf.setActive(False)
+        # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
+        # scene keeps forward's set-up (its deferred G-buffer pass is never built)
+        self.shading = "deferred"
+        self.lighting = _LightsRecord()
+        self.device = torch.device(device)
+        # on a CPU, one torch thread unless told otherwise: on the shared 2-core box a 96x54
+        # five-view frame took 1.9 s with one thread and 17 s with two (small ops, contended
+        # cores); restored on close
+        self._threads = torch.get_num_threads()
+        if self.device.type == "cpu" and cpu_threads:
+            torch.set_num_threads(int(cpu_threads))
+        self.exposure = 1.0
+        self.meter_on = False
+        self.replay: Any = None
+        self._geo: SceneGeometry | None = None
+        self._gbr: GBufferRenderer | None = None
+        self._scene_sig: tuple = ()
+
+    def bind(self, replay: Any) -> None:
+        """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
+        draws."""
+        self.replay = replay
+
+    # ------------------------------------------------------------------ the RenderTargets role
+
+    def set_exposure(self, multiplier: float) -> None:
+        self.exposure = float(multiplier)
+
+    def set_meter(self, on: bool) -> None:
+        self.meter_on = bool(on)
+
+    def _signature(self) -> tuple:
+        r = self.replay
+        lv = r.level.level_np
+        return (None if lv is None else lv.node().this,
+                tuple(c.node().this for c in r.char_copies))
+
+    def _geometry(self) -> GBufferRenderer:
+        """The scene's triangles and materials, rebuilt when a level or character is loaded."""
+        if self.replay is None:
+            raise RuntimeError("compute render: ComputeTargets.bind(renderer) was not called")
+        sig = self._signature()
+        if self._gbr is None or sig != self._scene_sig:
+            r = self.replay
+            skins = [sk for p in r.char_posers for sk in getattr(p, "skins", [])]
+            self._geo = SceneGeometry(self.scene, dynamic=list(r.level.prop_pivots),
+                                      animated=list(r.char_copies), device=self.device,
+                                      skins=skins)
+            self._gbr = GBufferRenderer(self._geo, self.W, self.H)
+            self._scene_sig = sig
+        return self._gbr
+
+    def _lights(self) -> Any:
+        level = self.replay.level
+        rec = self.lighting
+        return make_lighting(light_inputs(rec.lights, self.scene, rec.ranges), level.sky,
+                             shadow_light=0 if level.sun is not None else -1,
+                             ibl_strength=float(self.look.ibl_strength))
+
+    def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """One frame with the cameras, sun, character and props as placed: colour (H, W, 3)
+        uint8 and mask (h, w) bool per view (in meter mode each colour pixel holds the meter
+        code in all three channels, as GL's resolve writes it)."""
+        gbr = self._geometry()
+        level = self.replay.level
+        sun = (sun_from_node(level.sun, self.scene, self.look.shadow_map_size,
+                             self.look.shadow_pcf_taps, self.device)
+               if level.sun is not None else None)
+        gb = gbr.render(cameras_from_targets(self, self.device), sun)
+        # on a GPU the lighting runs in blocks of rows (bounded memory at 720p x 8; the values
+        # do not depend on it); on a CPU at once (blocks measured slower there)
+        rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
+                    self._lights().to(self.device),
+                    block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
+        rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
+        if self.meter_on:
+            img = meter_codes(rad)[..., None].expand(-1, -1, -1, 3)
+        else:
+            img = resolve(rad, self.exposure, self.look.tone_map)
+        out = img.cpu().numpy()
+        colors = {v: out[i] for i, v in enumerate(VIEWS)}
+        return colors, self._masks(gbr)
+
+    def _masks(self, gbr: GBufferRenderer) -> dict[str, np.ndarray]:
+        """The mask cameras' view of what their draw-mask bits show (the mask copy of the
+        character; nothing for first person), as GL's flat white mask pass: coverage only, no
+        texture, so no alpha cut-out."""
+        fr = gbr.frame_tris
+        assert fr is not None
+        mw, mh = self.mask_size
+        cams = cameras_from_nodes([self.mask_cams[v] for v in VIEWS], self.scene, 1,
+                                  self.device)
+        vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
+        if not bool(vis.any()):
+            return {v: np.zeros((mh, mw), bool) for v in VIEWS}
+        ras = rasterize(fr.pos, cams.view_proj, mw, mh, visible=vis, cull=fr.cull,
+                        budget=gbr.budget).flip_rows()
+        cov = (ras.tri >= 0).cpu().numpy()
+        return {v: cov[i] for i, v in enumerate(VIEWS)}
+
+    def close(self) -> None:
+        self._geo, self._gbr = None, None
+        torch.set_num_threads(self._threads)
+        super().close()
+
+
+__all__ = ["ComputeTargets"]
