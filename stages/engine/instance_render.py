@@ -5,6 +5,7 @@ that runs it is :mod:`stages.engine.render_worker`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -121,10 +122,9 @@ class InstanceRenderer:
         now = time.monotonic()
         if now - self._beat_at >= every_s:
             self._beat_at = now
-            try:
+            # the instance folder may not exist yet: it is made with the first output
+            with contextlib.suppress(FileNotFoundError):
                 (self.inst / HEARTBEAT).touch()
-            except FileNotFoundError:  # the instance folder is made with the first output
-                pass
 
     def _renderer(self) -> Any:
         if self.r is None:
