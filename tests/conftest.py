@@ -36,17 +36,23 @@ def small_render_cfg(**kw):
 @pytest.fixture(scope="session")
 def trajs(sample_library, tmp_path_factory) -> Path:
     """Three short Stage I trajectories on AlpineMeadow with the humanoid Alex."""
+    return make_trajectories(sample_library, tmp_path_factory.mktemp("traj"), 3, RENDER_FRAMES)
+
+
+def make_trajectories(library: Path, out: Path, per_level: int, frames: int) -> Path:
+    """Stage I on the sample library: ``per_level`` trajectories of ``frames`` frames on
+    AlpineMeadow with the humanoid Alex, into ``out``."""
     from stages.config import load_params
     from stages.inventory import run_inventory
     from stages.trajectories import run_trajectories
 
     cfg = load_params(overrides=[
-        "trajectories.per_level=3", f"trajectories.frames={RENDER_FRAMES}",
+        f"trajectories.per_level={per_level}", f"trajectories.frames={frames}",
         "trajectories.levels=[NatureValley/AlpineMeadow]",
         "trajectories.characters=[CharacterPack/Alex]"])
-    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
-    out = tmp_path_factory.mktemp("traj")
-    fails = run_trajectories(cfg, inv.levels, inv.characters, sample_library, out)
+    inv = run_inventory(library, cfg.inventory, "overrides.yaml")
+    fails = run_trajectories(cfg, inv.levels, inv.characters, library, out,
+                             log=lambda *_: None)
     assert fails.empty
     return out
 

@@ -18,6 +18,7 @@ from stages.config import PARAMS_PATH, ConfigError, load_params
 from stages.core.trajectory import VIEWS
 from stages.engine.compute import backend as be
 from stages.engine.render_settings import RenderSettings, RenderSettingsError
+from tests.conftest import make_trajectories
 
 FRAMES = 6
 # measured at 96x54 x 1 sample on AlpineMeadow with Alex (6 frames, llvmpipe's forward GL):
@@ -29,18 +30,7 @@ LUMA_TOL = 2.0
 @pytest.fixture(scope="module")
 def short_traj(sample_library, tmp_path_factory) -> Path:
     """One short Stage I trajectory on AlpineMeadow with the humanoid Alex."""
-    from stages.inventory import run_inventory
-    from stages.trajectories import run_trajectories
-
-    cfg = load_params(overrides=[
-        "trajectories.per_level=1", f"trajectories.frames={FRAMES}",
-        "trajectories.levels=[NatureValley/AlpineMeadow]",
-        "trajectories.characters=[CharacterPack/Alex]"])
-    inv = run_inventory(sample_library, cfg.inventory, "overrides.yaml")
-    out = tmp_path_factory.mktemp("traj_backend")
-    fails = run_trajectories(cfg, inv.levels, inv.characters, sample_library, out,
-                             log=lambda *_: None)
-    assert fails.empty
+    out = make_trajectories(sample_library, tmp_path_factory.mktemp("traj_backend"), 1, FRAMES)
     return out / "NatureValley__AlpineMeadow" / "traj_0000"
 
 
