@@ -5,12 +5,14 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
 # multi: slots on every GPU of the host, one renderer killed with kill -9 mid-run (issue: multi-GPU
 # node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
+# raster: the compute backend's GPU tests, then its G-buffer at 720p x 8 and x 1 with the depth
+# pass in torch ops and in the Triton kernel (the latter with a torch.profiler table)
 # gt: ground-truth layers' cost (issue #33): five-view minutes per GPU-hour with every layer off,
 # the defaults and every layer on, at 720p x 8 and 540p x 1, GT_PROCS renderers side by side
 # (default 8), and MB per five-view minute per layer
@@ -47,6 +49,22 @@ case "$what" in
          --max-seconds "${MAXS:-0}" 2>&1 | tee "$OUT/determinism.log" ;;
   compute) python3 tests/benchmarks/bench_compute_vs_fragment.py --size 10240x3600 --frames 20 \
              --json "$OUT/bench_compute.json" 2>&1 | tee "$OUT/bench_compute.log" ;;
+  raster) python3 -m pytest -p no:cacheprovider -q -m gpu tests/engine/compute/ 2>&1 \
+            | tee "$OUT/gpu_compute_tests.log"
+          cfgs=("8 torch off" "8 triton off" "8 triton on" "1 triton off" "1 triton on")
+          [ -n "${RASTER_CFGS:-}" ] && IFS=, read -ra cfgs <<<"$RASTER_CFGS"
+          for cfg in "${cfgs[@]}"; do
+            set -- $cfg
+            python3 tests/benchmarks/bench_compute_raster.py --device cuda --size 1280x720 \
+              --spatial "$1" --kernel "$2" --compile "$3" --frames "${FRAMES:-5}" \
+              $([ "$2" = triton ] && echo --profile) \
+              2>&1 | grep -v egldisplay | tee "$OUT/bench_raster_x$1_$2_$3.log"
+          done
+          # the whole Stage II per backend (renderer, lighting, resolve, encoder), if time is left
+          [ -n "${RENDER_S:-}" ] && timeout "$RENDER_S" python3 tests/benchmarks/bench_render.py \
+            --preset 720p --spatial 8 --frames "${RENDER_FRAMES:-30}" --procs "${RENDER_PROCS:-1}" \
+            --backend gl,compute --json "$OUT/bench_render_backends.json" 2>&1 \
+            | grep -v egldisplay | tee "$OUT/bench_render_backends.log" || true ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

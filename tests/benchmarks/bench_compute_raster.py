@@ -6,6 +6,12 @@ sets the joints, then skins on the CPU for the GL path, outside the timed span).
 
     python tests/benchmarks/bench_compute_raster.py [--size 1280x720] [--spatial 1]
         [--temporal 1] [--device cpu|cuda] [--level AlpineMeadow] [--frames 5] [--threads 1]
+        [--kernel auto|torch|triton] [--compile auto|on|off] [--profile]
+
+--kernel picks the depth pass (raster.KERNEL: the Triton kernel or torch ops); the visibility
+of every (view, sample) is also timed on its own (``raster_ms``: the rasterization of the
+cameras' views, the shadow map not included). --profile prints torch.profiler's table of the
+ops that took the most device time over one frame (the split to optimise against).
 
 The level and character come from the sample library's generators; a small GL renderer
 (llvmpipe here, any EGL elsewhere) only loads and poses the scene, nothing is drawn. Prints
@@ -34,6 +40,10 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's)")
     ap.add_argument("--display", default="p3headlessgl")
+    ap.add_argument("--kernel", default="auto", choices=("auto", "torch", "triton"))
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--compile", default="auto", choices=("auto", "on", "off"),
+                    help="torch.compile the per-pixel material pass (auto: on a GPU)")
     a = ap.parse_args()
     import torch
 
@@ -45,6 +55,7 @@ def main() -> None:
     from stages.assetgen import characters, levels
     from stages.cluster.keys import render_settings
     from stages.config import RenderConfig
+    from stages.engine.compute import raster
     from stages.engine.compute.cameras import cameras_from_poses, sun_for_target
     from stages.engine.compute.gbuffer import GBufferRenderer
     from stages.engine.compute.scene_geometry import SceneGeometry
@@ -54,6 +65,7 @@ def main() -> None:
     from stages.engine.replay_render import CharacterPose, ReplayRenderer, SamplePose
     from tests.engine.compute.gl_gbuffer import default_poses
 
+    raster.KERNEL = a.kernel
     look = Look.from_settings(render_settings(RenderConfig(), 30))
     tmp = Path(tempfile.mkdtemp(prefix="bench_compute_"))
     lv, ch = tmp / f"{a.level}.glb", tmp / "Alex.glb"
@@ -70,14 +82,15 @@ def main() -> None:
     geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
                         device=dev, skins=skins)
     extract_s = time.perf_counter() - t0
-    gr = GBufferRenderer(geo, W, H)
+    gr = GBufferRenderer(geo, W, H, compile_pixels=None if a.compile == "auto"
+                         else a.compile == "on")
     views = default_poses(W, H)
 
     def sync() -> None:
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    times, shadow_ms, cover = [], [], 0.0
+    times, shadow_ms, raster_ms, cover = [], [], [], 0.0
     for f in range(a.frames + 1):
         samples = []
         for t in range(a.temporal):
@@ -100,9 +113,15 @@ def main() -> None:
         gr.shadow_map(fr, sun)  # its share, timed on its own
         sync()
         s1 = time.perf_counter()
+        vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
+        raster.rasterize(fr.pos, cams.view_proj, W, H, visible=vis, cull=fr.cull,
+                         cut_tris=fr.cut, cut_fn=gr._cut(fr), budget=gr.budget)
+        sync()
+        s2 = time.perf_counter()
         if f:  # the first frame warms caches and allocators
             times.append((end - start) * 1000.0)
             shadow_ms.append((s1 - s0) * 1000.0)
+            raster_ms.append((s2 - s1) * 1000.0)
             cover = float(gb.covered.float().mean())
     print(json.dumps({
         "bench": "compute_raster", "device": str(dev),
@@ -115,7 +134,18 @@ def main() -> None:
         "ms_per_frame_mean": round(statistics.mean(times), 2),
         "ms_per_frame_min": round(min(times), 2),
         "shadow_map_ms_median": round(statistics.median(shadow_ms), 2),
+        "raster_ms_median": round(statistics.median(raster_ms), 2), "kernel": a.kernel,
+        "compiled": gr.compiled,
         "covered_share": round(cover, 4), "frames": a.frames}))
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+        with profile(activities=acts) as prof:
+            gr.render(cams, sun)
+            sync()
+        key = "cuda_time_total" if dev.type == "cuda" else "cpu_time_total"
+        print(prof.key_averages().table(sort_by=key, row_limit=20))
     r.close()
 
 

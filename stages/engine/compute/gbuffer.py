@@ -96,32 +96,31 @@ def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Ten
     """RGBA [n,4] (linear light) of textures ``tex`` [n] at ``uv`` [n,2]; white where
     ``tex`` is -1 (GL's default texture). With ``duv`` [n,2,2] (d uv / d pixel x and y) it
     is trilinear, GL's LINEAR_MIPMAP_LINEAR: the level of detail log2 of the longer texel
-    footprint, the two nearest levels blended; without, bilinear from level 0."""
-    out = torch.ones(len(tex), 4, device=uv.device)
-    j = torch.nonzero(tex >= 0).squeeze(1)
-    if len(j) == 0:
-        return out
-    t = tex.index_select(0, j)
-    zero = torch.zeros_like(t)
+    footprint, the two nearest levels blended; without, bilinear from level 0. Every pixel
+    is sampled (texture 0 stands in for -1, then white replaces it): no data-dependent
+    shapes, so no host sync and one graph for torch.compile."""
+    if tt.levels.numel() == 0:
+        return torch.ones(len(tex), 4, device=uv.device)
+    has = tex >= 0
+    t = tex.clamp_min(0)
     if duv is None:
-        out[j] = _bilinear(tt, t, zero, uv[j], lut).float()
-        return out
-    size = tt.size[:, 0].index_select(0, t).to(uv.dtype)  # [n,2], level 0
-    d = duv[j] * size[:, None, :]  # texels per pixel along x and y
-    rho = torch.maximum(d[:, 0].norm(dim=1), d[:, 1].norm(dim=1))
-    nlev = tt.levels.index_select(0, t)
-    top = (nlev - 1).to(uv.dtype)
-    lod = torch.log2(rho.clamp_min(1e-12)).clamp(min=0.0)
-    lod = torch.minimum(lod, top)
-    l0 = torch.floor(lod)
-    f = (lod - l0)[:, None]
-    l0 = l0.long()
-    l1 = torch.minimum(l0 + 1, nlev - 1)
-    uvj = uv.index_select(0, j)
-    a = _bilinear(tt, t, l0, uvj, lut)
-    b = _bilinear(tt, t, l1, uvj, lut)
-    out[j] = (a * (1 - f) + b * f).float()
-    return out
+        val = _bilinear(tt, t, torch.zeros_like(t), uv, lut).float()
+    else:
+        size = tt.size[:, 0].index_select(0, t).to(uv.dtype)  # [n,2], level 0
+        d = duv * size[:, None, :]  # texels per pixel along x and y
+        rho = torch.maximum(d[:, 0].norm(dim=1), d[:, 1].norm(dim=1))
+        nlev = tt.levels.index_select(0, t)
+        top = (nlev - 1).to(uv.dtype)
+        lod = torch.log2(rho.clamp_min(1e-12)).clamp(min=0.0)
+        lod = torch.minimum(lod, top)
+        l0 = torch.floor(lod)
+        f = (lod - l0)[:, None]
+        l0 = l0.long()
+        l1 = torch.minimum(l0 + 1, nlev - 1)
+        a = _bilinear(tt, t, l0, uv, lut)
+        b = _bilinear(tt, t, l1, uv, lut)
+        val = (a * (1 - f) + b * f).float()
+    return torch.where(has[:, None], val, torch.ones_like(val))
 
 
 def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
@@ -132,7 +131,9 @@ def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
     (valid whatever the corners' w): the derivative GL takes across a 2x2 pixel quad."""
     pos = fr_pos.index_select(0, tri)
     hom = torch.cat([pos, torch.ones_like(pos[..., :1])], -1)  # [n,3,4]
-    clip = torch.einsum("nij,nkj->nki", view_proj, hom)  # [n,3(corner),4]
+    # per-pixel 4x4 products as broadcast multiply-adds: einsum makes them batched gemv
+    # launches, half of a 720p x 8 frame's GPU time (torch.profiler, H100)
+    clip = (view_proj[:, None, :, :] * hom[:, :, None, :]).sum(-1)  # [n,3(corner),4]
     # M: rows x, y, w over the corners; the barycentrics at a pixel are proportional to
     # M^-1 @ (x_ndc, y_ndc, 1), and M^-1's columns are r1 x r2, r2 x r0, r0 x r1 (M's rows
     # r0, r1, r2) over det(M), which cancels when they are normalised: no inverse needed
@@ -143,9 +144,9 @@ def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
 
     def uv_at(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         p = torch.stack([x / W * 2 - 1, y / H * 2 - 1, torch.ones_like(x)], 1).double()
-        b = torch.einsum("nij,nj->ni", Minv, p)
+        b = (Minv * p[:, None, :]).sum(-1)
         b = b / b.sum(1, keepdim=True)
-        return torch.einsum("nk,nkc->nc", b, uvs)
+        return (b[:, :, None] * uvs).sum(1)
 
     x, y = px.double(), py.double()
     u0 = uv_at(x, y)
@@ -153,14 +154,14 @@ def uv_derivatives(fr_pos: torch.Tensor, fr_uv: torch.Tensor, tri: torch.Tensor,
 
 
 def _interp(a: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor) -> torch.Tensor:
-    return torch.einsum("nk,nkc->nc", bary, a.index_select(0, tri))
+    return (bary[:, :, None] * a.index_select(0, tri)).sum(1)
 
 
 class GBufferRenderer:
     """The compute G-buffer of one scene at ``width`` x ``height`` per (view, sample)."""
 
     def __init__(self, geometry: SceneGeometry, width: int, height: int,
-                 budget: int | None = None):
+                 budget: int | None = None, compile_pixels: bool | None = None):
         self.geo = geometry
         self.W, self.H = int(width), int(height)
         # candidate fragments per raster chunk: large on a GPU (fewer launches), small on a
@@ -168,6 +169,14 @@ class GBufferRenderer:
         self.budget = budget or (1 << 22 if geometry.device.type == "cuda" else 1 << 18)
         self.lut = _srgb_lut(geometry.device)
         self.frame_tris: Frame | None = None
+        # the per-pixel material pass compiled by torch.compile (Inductor fuses its gathers
+        # and arithmetic into a few kernels): on a GPU by default. Chunks are padded to one
+        # size, so it compiles once.
+        if compile_pixels is None:
+            compile_pixels = geometry.device.type == "cuda"
+        self.compiled = bool(compile_pixels)
+        self._pixels = (torch.compile(self._shade, dynamic=False) if self.compiled
+                        else self._shade)
 
     def _base(self, fr: Frame, tri: torch.Tensor, bary: torch.Tensor,
               duv: torch.Tensor | None = None) -> torch.Tensor:
@@ -241,9 +250,12 @@ class GBufferRenderer:
         step = max(1, self.budget // 2)
         for i in range(0, len(hits), step):
             hit = hits[i:i + step]
-            for name, vals in self._shade(fr, cams, sun, smap, hit, tris[hit],
-                                          barys[hit]).items():
-                planes[name][hit] = vals.float()
+            k = len(hit)
+            if self.compiled and k < step:  # one shape for the compiled pass
+                hit = torch.cat([hit, hit[-1:].expand(step - k)])
+            for name, vals in self._pixels(fr, cams, sun, smap, hit, tris[hit],
+                                           barys[hit]).items():
+                planes[name][hit[:k]] = vals[:k].float()
         shp = {k: (V, H, W, 3) if v.ndim == 2 else (V, H, W) for k, v in planes.items()}
         return GBuffer(**{k: v.reshape(shp[k]) for k, v in planes.items()},
                        depth=ras.depth.contiguous(),
@@ -270,8 +282,9 @@ class GBufferRenderer:
         pos = _interp(fr.pos, tri, bary)
         n_i = _interp(fr.nrm, tri, bary)
         t_i = _interp(fr.tan[..., :3], tri, bary)
-        b_i = _interp(torch.cross(fr.nrm[tri], fr.tan[tri, :, :3], dim=-1)
-                      * fr.tan[tri, :, 3:4], torch.arange(len(tri), device=tri.device), bary)
+        tan = fr.tan.index_select(0, tri)
+        b_i = (bary[:, :, None] * torch.cross(fr.nrm.index_select(0, tri), tan[:, :, :3], dim=-1)
+               * tan[:, :, 3:4]).sum(1)
         n = n_i / n_i.norm(dim=1, keepdim=True).clamp_min(1e-30)
         ntex = m.tex[mat, SLOT_NORMAL]
         nm = sample(self.geo.textures, ntex, uv, self.lut, duv)[:, :3]

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 
 import torch
 
+from . import raster_triton
+
 NO_HIT = torch.iinfo(torch.int64).max
+# the depth pass's implementation: "auto" (the Triton kernel on a CUDA device where Triton
+# imports, torch ops elsewhere), "torch", or "interpret" (the Triton kernel under Triton's
+# interpreter: the tests' check on a CPU that the kernel and the torch ops agree)
+KERNEL = "auto"
 CullNone, CullBack = 0, 1
 
 # (clipped triangle's source triangle, its corners' barycentrics in the source, [n, 3] per
@@ -171,7 +177,7 @@ class _Setup:
         """Perspective-correct barycentrics in the *source* triangle [n,3]."""
         q = lam * self.inv_w[t]
         q = q / q.sum(1, keepdim=True)
-        return torch.einsum("ni,nij->nj", q, self.bary[t])
+        return (q[:, :, None] * self.bary[t]).sum(1)
 
 
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
@@ -231,6 +237,18 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
         return
     dev = zbuf.device
     counts = st.bw * st.bh
+    kernel = KERNEL
+    if kernel == "auto":
+        kernel = "triton" if raster_triton.available(dev) else "torch"
+    if kernel != "torch":
+        # the kernel draws every triangle that nothing cuts out; the torch loop below the rest
+        maybe_cut = (cut_tris[st.src] if cut_fn is not None and cut_tris is not None
+                     else torch.zeros(n, dtype=torch.bool, device=dev))
+        raster_triton.depth_pass(st, zbuf, W, H, base, skip=maybe_cut,
+                                 interpret=kernel == "interpret")
+        if not bool(maybe_cut.any()):
+            return
+        counts = torch.where(maybe_cut, counts, torch.zeros_like(counts))
     cum = torch.cumsum(counts, 0)
     cum_cpu = cum.cpu()
     start = 0

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from stages.engine.compute.gbuffer import GBufferRenderer
 from stages.engine.compute.raster import CullNone, rasterize
 
 W, H = 96, 54
@@ -298,6 +299,43 @@ def test_torch_skinning_matches_the_cpu_poser(sample_level_pair):
     assert float((a.nrm - b.nrm).abs().max()) < 1e-4
     moved = sum(len(p.pos) for p in gpu.moving if id(p) in gpu._skins)
     assert moved > 100
+
+
+def test_the_triton_depth_kernel_gives_the_same_gbuffer(sample_level_pair, monkeypatch):
+    """The sample level's G-buffer with the depth pass in the Triton kernel (under Triton's
+    interpreter on this CPU) is the torch path's, byte for byte: skinned character, alpha
+    cut-out leaves (kept on the torch path) and the shadow map included."""
+    pytest.importorskip("triton")
+    from stages.engine.compute import raster
+
+    _, ref, _, geo, _, cams, sun = sample_level_pair
+    monkeypatch.setattr(raster, "KERNEL", "interpret")
+    gb = GBufferRenderer(geo, W, H).render(cams, sun)
+    for name in ("depth", "albedo", "normal", "roughness", "metallic", "shadow", "emission"):
+        assert getattr(gb, name).numpy().tobytes() == getattr(ref, name).numpy().tobytes(), name
+
+
+@pytest.mark.gpu
+def test_cuda_triton_depth_kernel_is_the_torch_path(sample_level_pair, monkeypatch):
+    """On CUDA the Triton depth kernel and the torch ops give the same visibility bits."""
+    if not torch.cuda.is_available():
+        pytest.fail("no CUDA device: run the gpu tests on a GPU machine")
+    from stages.engine.compute import raster
+    from stages.engine.compute.cameras import cameras_from_targets, sun_from_node
+    from stages.engine.compute.scene_geometry import SceneGeometry
+
+    _, _, _, _, r, _, _ = sample_level_pair
+    dev = torch.device("cuda")
+    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
+                        device=dev, skins=[sk for p in r.char_posers for sk in p.skins])
+    cams = cameras_from_targets(r.targets, dev)
+    sun = sun_from_node(r.sun, r.scene, 512, r.look.shadow_pcf_taps, dev)
+    out = {}
+    for kernel in ("torch", "triton"):
+        monkeypatch.setattr(raster, "KERNEL", kernel)
+        out[kernel] = GBufferRenderer(geo, W, H).render(cams, sun)
+    for name in ("depth", "albedo", "normal", "shadow"):
+        assert torch.equal(getattr(out["torch"], name), getattr(out["triton"], name)), name
 
 
 @pytest.mark.gpu
