@@ -41,6 +41,7 @@ def _row(tmp_path: Path, sidecar: dict | None):
 def test_minetest_player_without_a_sidecar(tmp_path):
     r = _row(tmp_path, None)
     assert r.ok and r.kind == "humanoid"
+    assert "kind humanoid: joint names: two arms, two legs and a head" in r.guesses
     assert r.yaw_correction_deg == -90.0
     assert "Arm_Left / Arm_Right" in r.guesses  # facing from the skeleton's left/right pairs
     assert json.loads(r.model_clips) == ["anim"]

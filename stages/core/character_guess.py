@@ -315,6 +315,9 @@ def analyse_skeleton(joints: dict[str, tuple[float, float, float]],
         kind, why = "quadruped", "joint names say arms, but their 'hands' stand on the ground"
     elif quad_words:
         kind, why = "quadruped", f"joint names: {', '.join(quad_words)}"
+    elif named_biped and head and not hands:
+        # blocky rigs (Minetest's player: Body, Head, Arm_Left ... Leg_Right) name no hands
+        kind, why = "humanoid", "joint names: two arms, two legs and a head (no hands named)"
     elif n_feet >= 3:
         kind, why = "quadruped", f"topology: {n_feet} feet on the ground"
     elif n_feet in (1, 2) and sum(1 for n in leaves if joints[n][2] > z_min + 0.4 * height) >= 2:
