@@ -9,8 +9,9 @@ What a person reads from the file itself, and what the inventory writes:
 - kind humanoid; facing: the face's texels (the skin's head-front square) lie on triangles
   whose normal is glTF -Z, +Y in the contract frame, so the yaw correction is -90;
 - no clip can be mapped (``anim`` names no action): every action static, said in the row;
-- size: an open question without a sidecar (17 units read as inches: 0.43 m); the sidecar
-  line ``"scale": 0.1`` gives 1.7 m."""
+- size: 1.7 m; a skeleton that says humanoid is first held to a person's height, and of the
+  units tried only decimetres give one (inches, the first unit that used to fit, gave 0.43 m);
+  the sidecar line ``"scale": 0.1`` says the same."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ def test_minetest_player_without_a_sidecar(tmp_path):
     assert json.loads(r.model_clips) == ["anim"]
     assert "clip 'anim' not mapped (no action word in its name)" in r.guesses
     assert set(json.loads(r.animation_json).values()) == {None}
-    # the size question: 17 units, read as inches (Minetest's own unit is the decimetre)
-    assert r.scale == pytest.approx(0.0254)
-    assert r.visual_height_m == pytest.approx(17 * 0.0254, rel=0.01)
-    assert "model is 17 units tall" in r.guesses
+    # 17 units: a humanoid skeleton is held to a person's height first, so decimetres
+    # (Minetest's 10 units to the metre), not inches (0.43 m)
+    assert r.scale == pytest.approx(0.1)
+    assert r.visual_height_m == pytest.approx(1.7, rel=0.1)
+    assert "model is 17 units tall, read as decimetres" in r.guesses
 
 
 def _face_direction() -> tuple[float, float]:
