@@ -15,6 +15,12 @@ from dataclasses import dataclass
 PLAUSIBLE_HEIGHT_M = (0.25, 3.0)
 UNIT_GUESSES: tuple[tuple[str, float], ...] = (
     ("metres", 1.0), ("centimetres", 0.01), ("inches", 0.0254), ("millimetres", 0.001))
+# a skeleton that says humanoid is first held to a person's height, in these units (Minetest
+# and Irrlicht models are 10 units to the metre; Quake and Source characters are in inches)
+HUMANOID_HEIGHT_M = (0.9, 2.6)
+HUMANOID_UNIT_GUESSES: tuple[tuple[str, float], ...] = (
+    ("metres", 1.0), ("centimetres", 0.01), ("decimetres (10 units to the metre)", 0.1),
+    ("inches", 0.0254), ("millimetres", 0.001))
 
 
 def name_tokens(name: str) -> list[str]:
@@ -153,13 +159,22 @@ def map_clips(clips: list[str], character_name: str = "") -> tuple[dict[str, str
     return chosen, guesses
 
 
-def guess_units(height_raw: float, model_name: str = "model.glb") -> tuple[float, str]:
+def guess_units(height_raw: float, model_name: str = "model.glb", humanoid: bool = False
+                ) -> tuple[float, str]:
     """Scale that brings a model's raw height into a plausible standing height, trying
     metres, centimetres, inches and millimetres in turn; (1.0, note) when none fits, the note
-    giving the character.json line that fixes it."""
+    giving the character.json line that fixes it. ``humanoid`` (the skeleton says so): first
+    the unit that makes it a person's height (HUMANOID_HEIGHT_M, decimetres among the units)."""
     lo, hi = PLAUSIBLE_HEIGHT_M
     if height_raw <= 0:
         return 1.0, "model has no height: scale 1 kept"
+    if humanoid:
+        hlo, hhi = HUMANOID_HEIGHT_M
+        for unit, factor in HUMANOID_UNIT_GUESSES:
+            if hlo <= height_raw * factor <= hhi:
+                return factor, (f"scale {factor:g}: model is {height_raw:.4g} units tall, read "
+                                f"as {unit} ({height_raw * factor:.2f} m, a person's height "
+                                f"for a humanoid skeleton)")
     for unit, factor in UNIT_GUESSES:
         if lo <= height_raw * factor <= hi:
             return factor, (f"scale {factor:g}: model is {height_raw:.4g} units tall, read as "
@@ -315,6 +330,9 @@ def analyse_skeleton(joints: dict[str, tuple[float, float, float]],
         kind, why = "quadruped", "joint names say arms, but their 'hands' stand on the ground"
     elif quad_words:
         kind, why = "quadruped", f"joint names: {', '.join(quad_words)}"
+    elif named_biped and head and not hands:
+        # blocky rigs (Minetest's player: Body, Head, Arm_Left ... Leg_Right) name no hands
+        kind, why = "humanoid", "joint names: two arms, two legs and a head (no hands named)"
     elif n_feet >= 3:
         kind, why = "quadruped", f"topology: {n_feet} feet on the ground"
     elif n_feet in (1, 2) and sum(1 for n in leaves if joints[n][2] > z_min + 0.4 * height) >= 2:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 from .asset_guard import AssetInputError, check_gltf
 from .coordinate_systems import (
@@ -50,6 +51,22 @@ def _read(path: Path, max_bytes: int) -> bytes:
     if size > max_bytes:
         raise ProbeError("too_large", f"{size} bytes exceeds the probe limit of {max_bytes}")
     return path.read_bytes()
+
+
+def _scale_level(probe: ModelProbe, s: float) -> None:
+    """A glTF level's measurements in metres: the sidecar's ``scale`` times the file's units
+    (obj and egg apply it while reading; a Quake map converted to glTF is in inches)."""
+    def mul(p: Any) -> tuple[float, float, float]:
+        return (p[0] * s, p[1] * s, p[2] * s)
+    if probe.bounds_min is not None and probe.bounds_max is not None:
+        probe.bounds_min, probe.bounds_max = mul(probe.bounds_min), mul(probe.bounds_max)
+    probe.player_starts = [mul(p) for p in probe.player_starts]
+    probe.pois = [mul(p) for p in probe.pois]
+    gp = probe.ground_plane
+    if gp is not None:
+        probe.ground_plane = {**gp, "size_m": [c * s for c in gp["size_m"]],
+                              "rest_min": list(mul(gp["rest_min"])),
+                              "rest_max": list(mul(gp["rest_max"]))}
 
 
 def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None,
@@ -106,6 +123,8 @@ def probe_model(path: Path, max_bytes: int = 256_000_000, up_axis: object = None
             raise ProbeError(exc.reason, exc.detail) from None
         probe = probe_gltf_doc(doc, bin_len, cs)
         probe.coordinate_system_source = source
+        if scale != 1.0:
+            _scale_level(probe, scale)
         if probe.skinned or probe.animation_only:
             measure_skeleton(probe, doc, b"" if fmt == "gltf" else bytes(binary or b""),
                               path.parent, cs)

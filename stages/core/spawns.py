@@ -17,6 +17,12 @@ above it, is a roof when the same column holds a floor below it (a ceiling over 
 of a two-storey house): never a spawn. Solid blocks have no floor inside, so their tops remain
 candidates (and the narrow-top test rejects walls).
 
+A level that is not marked interior but whose spawn candidates stood only on roofs is measured
+for enclosure (``enclosed_share``): where a ceiling lies over most of its columns (a sealed game
+map: Quake 3 arenas converted to glTF keep only the inward faces of their shell, sky brushes
+included), the roofs were the outside of that shell and the floors inside it read as the inside
+of a closed mesh, so the level is screened as an interior (Stage I records it).
+
 Everything here talks to the engine only through ``raycast(a, b) -> hit | None`` (hit has
 ``position``, ``normal``), so the embedded engine and Unreal share it. Standard library only.
 """
@@ -201,6 +207,32 @@ def column_floors(ray: Ray, x: float, y: float, top: float, bottom: float, heigh
             out[0] = Floor(z0, out[0].clearance, roof=True, narrow=out[0].narrow,
                            inside=out[0].inside)
     return out
+
+
+ENCLOSED_SHARE = 0.6  # a ceiling over most (this share) of a level's columns: enclosed
+
+
+def enclosed_share(ray: Ray, lo: Vec3, hi: Vec3, height: float, max_slope_deg: float,
+                   n: int = 8) -> float:
+    """The share of a level's columns (an ``n`` x ``n`` grid over its bounds; columns that
+    meet nothing left out) whose topmost surface is a ceiling over a walkable surface with
+    head room for the character: about 1 for a sealed interior (a Quake map, a hall of single
+    planes), low for open ground. Same geometry, same share (no randomness)."""
+    cos_max = math.cos(math.radians(max_slope_deg))
+    seen = covered = 0
+    for i in range(n):
+        for j in range(n):
+            x = lo[0] + (i + 0.5) * (hi[0] - lo[0]) / n
+            y = lo[1] + (j + 0.5) * (hi[1] - lo[1]) / n
+            hits = cast_through(ray, (x, y, hi[2] + 5.0), (x, y, lo[2] - 5.0))
+            if not hits:
+                continue
+            seen += 1
+            zs = [float(h.position[2]) for h in hits]
+            covered += any(abs(h.normal[2]) >= cos_max - 1e-6
+                           and zs[k - 1] - zs[k] >= height + 0.1
+                           for k, h in enumerate(hits) if k > 0)
+    return covered / seen if seen else 0.0
 
 
 def _floor_below(ray: Ray, x: float, y: float, z: float, bottom: float, height: float,

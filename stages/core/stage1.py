@@ -19,7 +19,14 @@ from typing import Any
 from .actions import ACTIONS, DIRECTIONS
 from .cameras import CameraRigConfig, collapse_stats, compute_tracks
 from .engine_types import CharacterSpec, LevelInfo
-from .spawns import Candidate, column_floors, pick_floor, start_ground
+from .spawns import (
+    ENCLOSED_SHARE,
+    Candidate,
+    column_floors,
+    enclosed_share,
+    pick_floor,
+    start_ground,
+)
 from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
 from .world_stream import WorldWait
 
@@ -136,6 +143,12 @@ class Stage1Controller:
         # are rooms (core.spawns.column_floors)
         self.interior = interior
         self._roof_only = 0  # spawn candidates whose every floor was a roof
+        # an unmarked level whose candidates stood only on roofs and that is enclosed (a
+        # ceiling over most of its columns, measured once) is screened as an interior for
+        # that trajectory; the reason goes to meta.json "level" "interior"
+        self._enclosure: float | None = None
+        self._interior_t = interior
+        self._detected: str | None = None
         # starts the user listed for this level (overrides.yaml), tried after the level's own
         self.extra_starts = list(extra_starts or [])
         # recorded under meta.json "level" beside path, scale, up axis (per-level overrides)
@@ -203,6 +216,7 @@ class Stage1Controller:
         self.segment = 0
         self.attempts = 0
         self._roof_only = 0
+        self._interior_t, self._detected = self.interior, None
         self.spawns: list[dict] = []
         self.failure: tuple[str, str] | None = None
         self._candidates = self._spawn_candidates()
@@ -250,12 +264,21 @@ class Stage1Controller:
         floors = column_floors(ray, c.x, c.y, hi[2] + 5.0, lo[2] - 5.0, ch.total_height,
                                ch.step_height, ch.max_slope_deg,
                                self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach,
-                               base_z=lo[2], interior=self.interior)
+                               base_z=lo[2], interior=self._interior_t)
         f = pick_floor(floors, c.hint_z, self.rng.randrange)
         if f is None and floors and all(x.roof for x in floors if not (x.narrow or x.inside)) \
                 and any(x.roof for x in floors):
             self._roof_only += 1
         return None if f is None else f.z
+
+    def _enclosed(self) -> float:
+        """The level's enclosed share (core.spawns.enclosed_share), measured once."""
+        assert self.level is not None
+        if self._enclosure is None:
+            self._enclosure = enclosed_share(self.engine.raycast, self.level.bounds_min,
+                                             self.level.bounds_max, self.char.total_height,
+                                             self.char.max_slope_deg)
+        return self._enclosure
 
     def _on_prepare(self) -> None:
         """Pick a candidate, wait for the world around it (a streaming engine), find the floor it
@@ -264,11 +287,21 @@ class Stage1Controller:
         while True:
             c = self._pending
             if c is None and (self.attempts >= self.scfg.max_attempts or not self._candidates):
+                roof_only = bool(self._roof_only and self._roof_only * 2 >= self.attempts)
+                if roof_only and not self._interior_t and self._enclosed() >= ENCLOSED_SHARE:
+                    # the roofs were the outside of a sealed shell (core.spawns)
+                    self._interior_t = True
+                    self._detected = (f"detected: {self._roof_only} of {self.attempts} spawn "
+                                      f"candidates stood only on roofs, and a ceiling lies over "
+                                      f"{self._enclosure:.0%} of the level's columns")
+                    self.attempts, self._roof_only = 0, 0
+                    self._candidates = self._spawn_candidates()
+                    continue
                 roofs = (f"; {self._roof_only} of them stood only on roofs (sky above"
                          + (", the level is marked interior" if self.interior else
+                            ", the level is screened as an interior" if self._interior_t else
                             ", a storey below") + "): its only walkable surface found is a "
-                         "roof" if self._roof_only and self._roof_only * 2 >= self.attempts
-                         else "")
+                         "roof" if roof_only else "")
                 self.failure = ("no_walkable_region",
                                 f"{self.attempts} spawn candidates did not settle{roofs}")
                 self.state = "exit_runtime"
@@ -505,7 +538,8 @@ class Stage1Controller:
             "engine_version": getattr(self.engine, "version", "?"),
             "config": self.resolved_config, "segments": self.segment + 1,
             "level": {"path": self.level_path, "scale": self.level_scale,
-                      "up_axis": self.level_up_axis, **self.level_record},
+                      "up_axis": self.level_up_axis, **self.level_record,
+                      **({"interior": self._detected} if self._detected else {})},
             "spawns": self.spawns,
             "action_stats": action_stats([f["action"] for f in self.frames]),
             "character": {"visual_height_m": self.char.visual_height,

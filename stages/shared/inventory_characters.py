@@ -252,13 +252,6 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
         raise ProbeError(*bad_package)
     p = probe(model, m.get("up_axis"))
     raw = p.extent
-    if "scale" in m:
-        scale = _as_float(m, "scale", 1.0, where)
-    else:
-        scale, note = guess_units(raw[2], model.name)
-        guesses.append(note + (" (measured through the skin: the glTF bind pose)"
-                               if p.format == "gltf" and p.skinned else ""))
-    ext = (raw[0] * scale, raw[1] * scale, raw[2] * scale)
     # clips: inside the model, and clip files (named after their file when their own name
     # is an exporter's default), each with its root travel
     names: dict[str, str] = {}  # clip key (what the engine plays) → the name a user reads
@@ -307,6 +300,15 @@ def character_row(root: Path, cfg: InventoryConfig, pack: str, where: str, model
     walk_travel = travel.get(walk) if walk else None
     skel = analyse_skeleton(p.joints, p.joint_parents, (p.bounds_min or (0, 0, 0))[2], height,
                             walk_travel) if p.joints else None
+    if "scale" in m:
+        scale = _as_float(m, "scale", 1.0, where)
+    else:
+        scale, note = guess_units(raw[2], model.name, humanoid=bool(
+            skel is not None and skel.kind == "humanoid" and m.get("kind", "humanoid")
+            == "humanoid"))
+        guesses.append(note + (" (measured through the skin: the glTF bind pose)"
+                               if p.format == "gltf" and p.skinned else ""))
+    ext = (raw[0] * scale, raw[1] * scale, raw[2] * scale)
     if "kind" in m:
         kind = str(m["kind"])
     elif skel is not None and skel.kind is not None:

@@ -3,12 +3,16 @@ interiors are built: no thickness) looks, to rays, like the inside of a solid bl
 floor is "inside a closed solid" and never a spawn, and the roof under the sky is all that is
 left (where the roof is not isolated, spawns land on it: the issue's real hall). A level marked
 interior spawns on the floor of its rooms, never where the sky is directly above; an unmarked
-one whose only walkable surface is a roof fails with a reason that says so.
+one whose only walkable surface is a roof fails with a reason that says so — unless a ceiling
+lies over most of its columns (enclosed, core.spawns.enclosed_share): then it is screened as an
+interior too, and meta.json records that it was detected.
 
-No real closed hall from a public engine sample could be had on this machine (only PyPI, npm
-and Debian are reachable); the hall is built here from single quads, the property that matters.
+The hall is built here from single quads, the property that matters; the same rule on a real
+closed interior (a Quake 3 map from Debian's OpenArena data) is in
+test_real_interior_openarena.py.
 """
 
+import math
 from pathlib import Path
 
 from stages.assetgen.levels import LevelBuilder
@@ -24,10 +28,16 @@ SPEC = CharacterSpec("test/human", capsule_radius=0.3, capsule_half_height=0.6,
 ROOF = 20.0
 
 
-def hall(path: Path) -> Path:
+def hall(path: Path, scree: bool = False) -> Path:
+    """The hall; ``scree``: beside it, as wide again, a 60 degree slope nobody can walk."""
     b = LevelBuilder("Hall", "interior", 16, 0)
     x, y, z = 15.0, 10.0, ROOF
     up = (0, 0, 1)
+    if scree:
+        w, h = 2 * x, 2 * x * math.tan(math.radians(60))
+        n = (-math.sin(math.radians(60)), 0, math.cos(math.radians(60)))
+        b.part("Scree", _quad((x, -y, 0), (x + w, -y, h), (x + w, y, h), (x, y, 0), n, 1.0),
+               "rock")
     b.part("Floor", _quad((-x, -y, 0), (x, -y, 0), (x, y, 0), (-x, y, 0), up, 1.0), "wood")
     b.part("Roof", _quad((-x, -y, z), (-x, y, z), (x, y, z), (x, -y, z), up, 1.0), "metal")
     b.part("WallN", _quad((-x, y, 0), (x, y, 0), (x, y, z), (-x, y, z), (0, -1, 0), 1.0), "brick")
@@ -55,16 +65,33 @@ def _spawns(level: Path, interior: bool) -> tuple[list[dict], list]:
 
 def test_single_plane_hall_marked_interior_spawns_on_its_floor(tmp_path):
     level = hall(tmp_path / "hall.glb")
-    before, failed = _spawns(level, interior=False)
-    # unmarked: the floor between single-plane walls reads as the inside of a solid, the roof
-    # as a roof; no trajectory, and the reason says the only walkable surface is a roof
-    assert not any(abs(s["position"][2]) < 0.05 for s in before)
-    for r in failed:
-        assert r.failure == "no_walkable_region"
-        assert "only walkable surface found is a roof" in r.detail, r.detail
     after, results = _spawns(level, interior=True)
     assert all(r.failure is None for r in results)
     assert len(after) == 3 and all(abs(s["position"][2]) < 0.05 for s in after)
+    assert all("interior" not in r.meta["level"] for r in results)
+
+
+def test_unmarked_enclosed_hall_is_detected_and_spawns_on_its_floor(tmp_path):
+    # unmarked, the floor between single-plane walls reads as the inside of a solid and the
+    # roof as a roof; a ceiling lies over all of the hall's columns, so it is screened as an
+    # interior, and meta.json says why
+    spawns, results = _spawns(hall(tmp_path / "hall.glb"), interior=False)
+    assert all(r.failure is None for r in results)
+    assert len(spawns) == 3 and all(abs(s["position"][2]) < 0.05 for s in spawns)
+    for r in results:
+        assert r.meta["level"]["interior"].startswith("detected: "), r.meta["level"]
+        assert "a ceiling lies over 100% of the level's columns" in r.meta["level"]["interior"]
+
+
+def test_unmarked_hall_beside_a_scree_fails_saying_its_only_floor_is_a_roof(tmp_path):
+    # half of the level is a slope nobody can walk: not enclosed, so not an interior; the
+    # hall's candidates stand only on its roof, and the reason says so
+    spawns, results = _spawns(hall(tmp_path / "hall.glb", scree=True), interior=False)
+    assert spawns == []
+    assert all(r.failure == "no_walkable_region" for r in results)
+    assert all("interior" not in r.meta["level"] for r in results)
+    roofs = [r.detail for r in results if "only walkable surface found is a roof" in r.detail]
+    assert roofs and all("(sky above, a storey below)" in d for d in roofs), roofs
 
 
 def test_the_inventory_row_marks_the_level_interior():
