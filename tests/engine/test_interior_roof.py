@@ -13,7 +13,7 @@ from pathlib import Path
 
 from stages.assetgen.levels import LevelBuilder
 from stages.assetgen.primitives import _quad
-from stages.cluster.level_unit import is_interior
+from stages.cluster.row_readers import is_interior
 from stages.core.cameras import CameraRigConfig
 from stages.core.engine_types import CharacterSpec
 from stages.core.stage1 import Stage1Controller
