@@ -9,7 +9,8 @@ import pytest
 from stages.core import replay
 from stages.core.cameras import CameraRigConfig
 from stages.core.engine_types import CharacterSpec
-from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
+from stages.core.stage1 import Stage1Controller
+from stages.core.stage1_config import ActionConfig, SpawnConfig
 from stages.core.trajectory import VIEWS
 from tests.looks import look
 

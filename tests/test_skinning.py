@@ -1,7 +1,7 @@
-"""Egg characters are skinned by wmforge in a fixed joint order (stages/engine/clips.py):
-the result must be Panda3D's own skinning, to float32 rounding, and Panda3D must no longer
-skin the drawn geometry itself (its order follows the heap: renders differed between
-processes)."""
+"""Egg characters are skinned by wmforge in a fixed joint order (stages/engine/fixed_order_skin.py,
+called by the posers of stages/engine/clips.py): the result must be Panda3D's own skinning, to
+float32 rounding, and Panda3D must no longer skin the drawn geometry itself (its order follows
+the heap: renders differed between processes)."""
 
 import json
 import subprocess
@@ -24,10 +24,10 @@ def test_fixed_order_skinning_reproduces_panda3d_skinning(sample_library):
             LoaderOptions(LoaderOptions.LF_no_cache)))
         anims = {{"walk": str(d / "panda-walk4.egg.pz")}}
         ref, ours = model.copyTo(NodePath("a")), model.copyTo(NodePath("b"))
-        keep = clips._skinned_geoms
-        clips._skinned_geoms = lambda m: []
+        keep = clips.skinned_geoms
+        clips.skinned_geoms = lambda m: []
         pr = clips.EggPoser(ref, anims)  # Panda3D's own skinning
-        clips._skinned_geoms = keep
+        clips.skinned_geoms = keep
         po = clips.EggPoser(ours, anims)
 
         def drawn(c):

@@ -10,7 +10,8 @@ import pytest
 from stages.config import ConfigError, load_params
 from stages.core.cameras import CameraRigConfig, compute_tracks
 from stages.core.engine_types import CharacterSpec
-from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
+from stages.core.stage1 import Stage1Controller
+from stages.core.stage1_config import ActionConfig, SpawnConfig
 from stages.core.trajectory import TrajectoryError, action_stats, validate
 from stages.engine.base import make_engine
 from stages.inventory import run_inventory

@@ -36,7 +36,8 @@ import unreal  # noqa: E402
 from stages.core.cameras import CameraRigConfig  # noqa: E402
 from stages.core.engine_types import CharacterSpec  # noqa: E402
 from stages.core.progress import COMPLETE  # noqa: E402
-from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller  # noqa: E402
+from stages.core.stage1 import Stage1Controller  # noqa: E402
+from stages.core.stage1_config import ActionConfig, SpawnConfig  # noqa: E402
 
 PHASES = ("open_map", "start_pie", "wait_pie", "run", "stop_pie", "wait_stop", "quit")
 PIE_WAIT_FRAMES = 3000  # frames to wait for the PIE world before giving up (a log line says so)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stages.core.progress import append_progress
-from stages.core.stage1 import TrajectoryResult
+from stages.core.stage1_records import TrajectoryResult
 from stages.core.trajectory import (
     CAMERA_COLUMNS,
     FRAME_COLUMNS,

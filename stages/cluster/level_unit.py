@@ -1,21 +1,16 @@
 """A level's unit of work on one slot (paper §5.3): stage assets → Stage I (own engine process,
-trajectories published as they finish) → Stage II for what Stage I produced → cleanup; and the
-context every unit of one run shares (config, skip keys, the node's character cache)."""
+trajectories published as they finish) → Stage II for what Stage I produced → cleanup."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
-import pandas as pd
-
-from ..config import ConfigError, NodeConfig, RenderConfig, WmforgeConfig
-from ..core.engine_types import CharacterSpec
+from ..config import WmforgeConfig
 from ..core.model_probe import normalize_coordinate_system
 from ..core.progress import PROGRESS
 from ..engine.render_worker import OWNER_LOCK
@@ -25,70 +20,17 @@ from .gpus import SlotPlan
 from .keys import (
     STAGE1_SOURCES,
     STAGE2_SOURCES,
-    AssetDigests,
     code_version,
     pack_dir,
     render_key,
     render_settings,
 )
 from .lifetimes import try_lock
+from .node_context import NodeContext
 from .node_runner import python_argv, stale_tmp_dirs
 from .recovery import finished, level_parts, recover_instance
+from .row_readers import is_interior, level_dir_name, level_overrides, optional_number
 from .steps import Step, StepResult
-
-
-def character_specs(chars: pd.DataFrame, library: Path, wanted: list[str],
-                    max_slope_deg: float = 45.0) -> list[CharacterSpec]:
-    ok = chars[chars["ok"].astype(bool)]
-    if wanted:
-        missing = sorted(set(wanted) - set(ok["character_id"]))
-        if missing:
-            raise ConfigError(f"trajectories.characters: unknown or unusable {missing}")
-        ok = ok[ok["character_id"].isin(wanted)]
-    specs = []
-    for r in ok.sort_values("character_id").to_dict("records"):
-        specs.append(CharacterSpec(
-            character_id=str(r["character_id"]), capsule_radius=float(r["capsule_radius_m"]),
-            capsule_half_height=float(r["capsule_half_height_m"]),
-            visual_height=float(r["visual_height_m"]), walk_speed=float(r["walk_speed"]),
-            step_height=float(r["step_height_m"]), locomotion=str(r["locomotion"]),
-            height_offset=float(r["height_offset_m"]), max_slope_deg=max_slope_deg,
-            scale=float(r["scale"]), yaw_correction_deg=float(r["yaw_correction_deg"]),
-            model_path=str(library / str(r["model_path"])),
-            up_axis=normalize_coordinate_system(r.get("up_axis")),
-            footprint=_num(r.get("footprint_m")) or 0.0,
-            animations=json.loads(str(r["animation_json"]))))
-    if not specs:
-        raise ConfigError("no usable character in characters.parquet")
-    return specs
-
-
-def _num(v: object) -> float | None:
-    try:
-        f = float(v)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return f if f == f else None  # NaN (a missing parquet value) is no override
-
-
-def is_interior(row: dict) -> bool:
-    """A level marked interior (its ``category`` in pack.json / the inventory, or its glTF's
-    ``wmforge.lighting``): Stage I spawns under its roof, never under the sky."""
-    return "interior" in (str(row.get("category") or "").lower(),
-                          str(row.get("lighting") or "").lower())
-
-
-def level_overrides(row: dict) -> dict:
-    """The per-level overrides of an inventory row that shape Stage I and Stage II:
-    ``walk_speed`` (m/s, replaces every character's), ``exposure_compensation`` (EV, Stage II),
-    ``starts`` ([[x, y, z, yaw_deg], …] from overrides.yaml, tried after the level's own)."""
-    try:
-        starts = json.loads(str(row.get("override_starts_json") or "[]"))
-    except ValueError:
-        starts = []
-    return {"walk_speed": _num(row.get("walk_speed")),
-            "exposure_compensation": _num(row.get("exposure_compensation")),
-            "starts": [[float(c) for c in s] for s in starts]}
 
 
 def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:
@@ -98,64 +40,6 @@ def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:
     ucfg = {**asdict(cfg.unreal), "run_as": cfg.cluster.engine_user or cfg.unreal.run_as}
     return {"unreal": ucfg, "ue_map": map_object_path(level_file),
             "fps": cfg.engine.fps, "map_on_command_line": True}
-
-
-def level_dir_name(level_id: str) -> str:
-    return level_id.replace("/", "__")
-
-
-@dataclass
-class NodeContext:
-    """What every unit of one run shares."""
-
-    cfg: WmforgeConfig
-    library: Path
-    traj_root: Path
-    render_root: Path | None
-    rcfg: RenderConfig | None = None
-    digests: AssetDigests = field(default_factory=AssetDigests)
-    specs: list[CharacterSpec] = field(default_factory=list)
-    char_packs: list[Path] = field(default_factory=list)  # library folders of the characters
-    base: Path = field(default_factory=Path.cwd)
-    # (scene/level, traj, render key) already delivered to the object store (cluster runs):
-    # never rendered again, though the local copy is gone
-    delivered: set[tuple[str, str, str]] = field(default_factory=set)
-
-    @property
-    def node(self) -> NodeConfig:
-        return self.cfg.node
-
-    def stage1_key(self, row: dict) -> str:
-        """Everything that shapes a level's trajectories: seed, config, the level row, the
-        Stage I code and the bytes of the level's pack and of the characters."""
-        assets = {"level": self.digests.tree(pack_dir(self.library, str(row["path"]))),
-                  "characters": [self.digests.tree(p) for p in self.char_packs]}
-        tcfg = asdict(self.cfg.trajectories)
-        tcfg.pop("levels")  # which levels run is a selection; it shapes no trajectory
-        blob = json.dumps({"seed": self.cfg.seed, "trajectories": tcfg,
-                           "characters": [asdict(c) for c in self.specs],
-                           "engine": asdict(self.cfg.engine), "level": row,
-                           "code": code_version(STAGE1_SOURCES), "assets": assets},
-                          sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-    def char_cache(self, pack: Path) -> Path:
-        """The node-level copy of a character pack (§12: stored once per node), made once."""
-        cache = Path(self.node.work_dir) / "cache" / "characters"
-        digest = self.digests.tree(pack)
-        dst = cache / f"{pack.name}-{digest[:12]}"
-        if dst.exists():
-            return dst
-        cache.mkdir(parents=True, exist_ok=True)
-        with open(cache / f".{pack.name}.lock", "a+") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another runner may be copying it
-            if not dst.exists():
-                for stale in cache.glob(f".{dst.name}.tmp-*"):
-                    shutil.rmtree(stale, ignore_errors=True)
-                tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
-                shutil.copytree(pack, tmp)  # links followed: the copy stands on its own
-                tmp.rename(dst)
-        return dst
 
 
 class LevelUnit:
@@ -256,7 +140,7 @@ class LevelUnit:
             "load_path": self.load_path, "path_map": self.path_map1,
             "scale": float(self.row["scale"]),
             "up_axis": normalize_coordinate_system(self.row["up_axis"]),
-            "camera_scale": _num(self.row.get("camera_scale")),
+            "camera_scale": optional_number(self.row.get("camera_scale")),
             "indices": missing, "frames": cfg.trajectories.frames, "fps": cfg.engine.fps,
             "seed": cfg.seed, "engine": asdict(cfg.engine),
             "characters": [asdict(s) | ({"walk_speed": over["walk_speed"]}

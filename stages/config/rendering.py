@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core.cameras import CameraRigConfig
-from ..core.stage1 import ActionConfig, SpawnConfig
+from ..core.stage1_config import ActionConfig, SpawnConfig
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..core.stage1 import validate_action_config
+from ..core.stage1_config import validate_action_config
 from .execution import ClusterConfig, MonitorConfig, NodeConfig, UnrealConfig, UploadConfig
 from .rendering import RESOLUTION_PRESETS
 from .schema import WmforgeConfig

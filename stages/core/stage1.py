@@ -13,95 +13,23 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
 from typing import Any
 
 from .actions import ACTIONS, DIRECTIONS
 from .cameras import CameraRigConfig, collapse_stats, compute_tracks
 from .engine_types import CharacterSpec, LevelInfo
-from .spawns import (
-    ENCLOSED_SHARE,
-    Candidate,
-    column_floors,
-    enclosed_share,
-    pick_floor,
-    start_ground,
+from .spawn_search import candidate_floor, spawn_candidates
+from .spawns import ENCLOSED_SHARE, Candidate, enclosed_share
+from .stage1_config import ActionConfig, SpawnConfig, validate_action_config
+from .stage1_records import (
+    TrajectoryResult,
+    capsule_meta,
+    frame_row,
+    prop_rows,
+    trajectory_meta,
 )
-from .trajectory import SCHEMA_VERSION, action_stats, yaw_quat
+from .trajectory import yaw_quat
 from .world_stream import WorldWait
-
-
-@dataclass
-class ActionConfig:
-    # probability of each of the nine actions at a decision point (must sum to 1)
-    weights: dict[str, float] = field(default_factory=lambda: {
-        "W": 0.40, "A": 0.07, "S": 0.07, "D": 0.07, "WA": 0.09, "WD": 0.09, "SA": 0.04,
-        "SD": 0.04, "IDLE": 0.13})
-    # hold length, frames: uniform between min and max
-    hold_min_frames: int = 15
-    hold_max_frames: int = 60
-    # "character" (paper §6.2) or "camera" (§9: forward = deeper into the image)
-    coordinates: str = "character"
-    # point-of-interest guidance: max turn rate toward the POI, deg/s; re-target period, s
-    poi_turn_rate_deg_s: float = 25.0
-    poi_retarget_s: float = 8.0
-    # camera-relative mode: how fast the character turns toward its movement, deg/s
-    face_turn_rate_deg_s: float = 240.0
-    # camera-relative mode: how fast the reference (camera) yaw follows the character, 1/s
-    ref_follow_rate: float = 1.0
-    # dead end: moving input but under min_progress_m over window_frames
-    deadend_window_frames: int = 20
-    deadend_min_progress_m: float = 0.15
-    # escape: rotate by at least this angle, deg; respawn after this many failed escapes
-    escape_min_deg: float = 100.0
-    escape_turn_rate_deg_s: float = 360.0
-    max_escapes: int = 3
-    # an escape has worked once the character gets this far from where it got stuck, m
-    escape_clear_m: float = 3.0
-
-
-@dataclass
-class SpawnConfig:
-    # candidate attempts before the level is declared to have no walkable region
-    max_attempts: int = 24
-    # drop height above the surface, m; time allowed to settle, s; frames of stable contact
-    drop_height_m: float = 0.6
-    settle_timeout_s: float = 3.0
-    settle_frames: int = 8
-    # max speed considered at rest, m/s
-    rest_speed: float = 0.05
-    # warm-up frames after settling, not recorded
-    warmup_frames: int = 10
-    # respawn when the character falls this far below the level's lowest point, m
-    fall_limit_m: float = 5.0
-    # share of trajectories (and respawns) that begin at a start (the level's start nodes, then
-    # overrides.yaml starts) when the level has any; the rest, and any start that fails, try
-    # sampled floors (1.0: starts first, always)
-    start_share: float = 1.0
-    # a sampled surface narrower than this many capsule diameters (a wall top) is not a floor
-    min_floor_width_caps: float = 3.0
-    # an engine that streams its world (Unreal World Partition) must have the world around a
-    # spawn point loaded before its floor is searched and while the character settles; after
-    # this many seconds of engine frames (1/fps each) without it the trajectory fails
-    # (streaming_timeout). An engine whose level is all loaded (embedded) never waits
-    stream_timeout_s: float = 60.0
-
-
-def validate_action_config(cfg: ActionConfig, key: str = "trajectories.actions") -> None:
-    """Raise ValueError naming the key for a bad action distribution."""
-    unknown = sorted(set(cfg.weights) - set(ACTIONS))
-    if unknown:
-        raise ValueError(f"{key}.weights: unknown action(s) {unknown}; expected {ACTIONS}")
-    neg = {a: w for a, w in cfg.weights.items() if w < 0}
-    if neg:
-        raise ValueError(f"{key}.weights: negative weight(s) {neg}")
-    total = sum(cfg.weights.values())
-    if abs(total - 1.0) > 1e-6:
-        raise ValueError(f"{key}.weights: weights sum to {total:.6g}, expected 1")
-    if not 1 <= cfg.hold_min_frames <= cfg.hold_max_frames:
-        raise ValueError(f"{key}.hold_min_frames/hold_max_frames: need 1 <= min <= max")
-    if cfg.coordinates not in ("character", "camera"):
-        raise ValueError(f"{key}.coordinates: {cfg.coordinates!r}; expected character|camera")
 
 
 def _wrap(a: float) -> float:
@@ -111,17 +39,6 @@ def _wrap(a: float) -> float:
 def _turn(current: float, target: float, max_step: float) -> float:
     d = _wrap(target - current)
     return (current + max(-max_step, min(max_step, d))) % 360.0
-
-
-@dataclass
-class TrajectoryResult:
-    index: int
-    frames: list[dict]
-    cameras: list[dict]
-    meta: dict
-    failure: str | None = None
-    detail: str = ""
-    props: list[dict] = field(default_factory=list)
 
 
 class Stage1Controller:
@@ -224,52 +141,16 @@ class Stage1Controller:
         self.state = "prepare"
 
     def _spawn_candidates(self) -> list[Candidate]:
-        """Starts first (the level's own, then overrides.yaml's), then sampled columns: around
-        points of interest (preferring the floor nearest the POI's height) and big static parts,
-        then anywhere inside the level's bounds."""
         assert self.level is not None
-        rng = self.rng
-        starts = [Candidate("start", *p, yaw) for p, yaw in self.level.player_starts]
-        rng.shuffle(starts)
-        starts += [Candidate("override", *p, yaw) for p, yaw in self.extra_starts]
-        near = []
-        for c, hint in [(c, c[2]) for c in self.level.pois] + [
-                (c, None) for c in self.level.large_objects]:
-            for _ in range(2):
-                a = rng.uniform(0, 2 * math.pi)
-                r = rng.uniform(2.0, 6.0)
-                near.append(Candidate("sampled", c[0] + r * math.cos(a), c[1] + r * math.sin(a),
-                                      None, rng.uniform(0, 360), hint))
-        rng.shuffle(near)
-        lo, hi = self.level.bounds_min, self.level.bounds_max
-        rand = [Candidate("sampled", rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1]), None,
-                          rng.uniform(0, 360)) for _ in range(self.scfg.max_attempts)]
-        if starts and rng.random() >= self.scfg.start_share:
-            return near + rand + starts
-        return starts + near + rand
+        return spawn_candidates(self.level, self.extra_starts, self.rng, self.scfg)
 
     def _spawn_height(self, c: Candidate) -> float | None:
         """The height of the floor a candidate spawns on, or None when it has none."""
         assert self.level is not None
-        ch = self.char
-        ray = self.engine.raycast
-        lo, hi = self.level.bounds_min, self.level.bounds_max
-        cos_max = math.cos(math.radians(ch.max_slope_deg))
-        if c.z is not None:
-            hit = start_ground(ray, c.x, c.y, c.z, depth=c.z - lo[2] + 5.0)
-            if hit is None or hit.normal[2] < cos_max:
-                return None
-            return float(hit.position[2])
-        reach = 10.0 + math.dist(lo, hi)
-        floors = column_floors(ray, c.x, c.y, hi[2] + 5.0, lo[2] - 5.0, ch.total_height,
-                               ch.step_height, ch.max_slope_deg,
-                               self.scfg.min_floor_width_caps * 2 * ch.capsule_radius, reach,
-                               base_z=lo[2], interior=self._interior_t)
-        f = pick_floor(floors, c.hint_z, self.rng.randrange)
-        if f is None and floors and all(x.roof for x in floors if not (x.narrow or x.inside)) \
-                and any(x.roof for x in floors):
-            self._roof_only += 1
-        return None if f is None else f.z
+        z, roof_only = candidate_floor(self.engine.raycast, self.level, self.char, c, self.scfg,
+                                       self._interior_t, self.rng.randrange)
+        self._roof_only += roof_only
+        return z
 
     def _enclosed(self) -> float:
         """The level's enclosed share (core.spawns.enclosed_share), measured once."""
@@ -475,7 +356,6 @@ class Stage1Controller:
         self._on_prepare()
 
     def _record(self, st: Any, ref: float) -> None:
-        ch = self.char
         q = yaw_quat(self.yaw)
         vals = (*st.position, *st.velocity, *q)
         if not all(math.isfinite(v) for v in vals):
@@ -483,24 +363,11 @@ class Stage1Controller:
             self.state = "exit_runtime"
             return
         f = len(self.frames)
-        self.frames.append({
-            "frame": f, "t": f / self.fps, "action": self.action,
-            "pos_x": st.position[0], "pos_y": st.position[1], "pos_z": st.position[2],
-            "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3],
-            "yaw_deg": self.yaw, "ref_yaw_deg": ref,
-            "scale_x": ch.scale, "scale_y": ch.scale, "scale_z": ch.scale,
-            "capsule_radius_m": self._capsule[0], "capsule_half_height_m": self._capsule[1],
-            "grounded": bool(st.grounded or ch.locomotion != "walk"),
-            "vel_x": st.velocity[0], "vel_y": st.velocity[1], "vel_z": st.velocity[2],
-            "speed": math.hypot(st.velocity[0], st.velocity[1]),
-            "segment": self.segment, "event": self._event,
-        })
+        self.frames.append(frame_row(f, self.fps, self.action, st, q, self.yaw, ref, self.char,
+                                     self._capsule, self.segment, self._event))
         self._event = "none"
         props = getattr(self.engine, "prop_transforms", None)
-        for k, (name, pos, q) in enumerate(props() if props else []):
-            self.props.append({"frame": f, "prop_index": k, "prop": name,
-                               "pos_x": pos[0], "pos_y": pos[1], "pos_z": pos[2],
-                               "rot_w": q[0], "rot_x": q[1], "rot_y": q[2], "rot_z": q[3]})
+        self.props += prop_rows(f, props() if props else [])
 
     def _rays(self):
         """Every surface crossing on a segment (fractions, sorted): the engine's raycast_all,
@@ -530,30 +397,14 @@ class Stage1Controller:
 
     def _on_cameras(self) -> None:
         idx = self.indices[self._k]
-        meta = {
-            "schema_version": SCHEMA_VERSION, "level_id": self.level_id,
-            "character_id": self.char.character_id, "trajectory_index": idx,
-            "seed": self.seed, "fps": self.fps, "frame_count": len(self.frames),
-            "engine": getattr(self.engine, "name", "?"),
-            "engine_version": getattr(self.engine, "version", "?"),
-            "config": self.resolved_config, "segments": self.segment + 1,
-            "level": {"path": self.level_path, "scale": self.level_scale,
-                      "up_axis": self.level_up_axis, **self.level_record,
-                      **({"interior": self._detected} if self._detected else {})},
-            "spawns": self.spawns,
-            "action_stats": action_stats([f["action"] for f in self.frames]),
-            "character": {"visual_height_m": self.char.visual_height,
-                          "locomotion": self.char.locomotion, "model": self.char.model_path,
-                          "animations": self.char.animations,
-                          "yaw_correction_deg": self.char.yaw_correction_deg,
-                          "up_axis": self.char.up_axis},
-        }
+        level = {"path": self.level_path, "scale": self.level_scale,
+                 "up_axis": self.level_up_axis, **self.level_record,
+                 **({"interior": self._detected} if self._detected else {})}
+        meta = trajectory_meta(self.engine, self.level_id, self.char, idx, self.seed, self.fps,
+                               self.frames, self.resolved_config, self.segment + 1, level,
+                               self.spawns)
         if self.frames:
-            meta["capsule"] = {
-                "requested": {"radius_m": self.char.capsule_radius,
-                              "half_height_m": self.char.capsule_half_height},
-                "observed": {"radius_m": self._capsule[0], "half_height_m": self._capsule[1]},
-                "source": self._capsule_source}
+            meta["capsule"] = capsule_meta(self.char, self._capsule, self._capsule_source)
         if self.failure:
             self.results.append(TrajectoryResult(idx, [], [], meta, *self.failure))
         else:

@@ -30,7 +30,9 @@ from ..core.asset_guard import check_model_file
 from ..core.cameras import CameraRigConfig
 from ..core.engine_types import CharacterSpec
 from ..core.progress import COMPLETE, append_progress
-from ..core.stage1 import ActionConfig, SpawnConfig, Stage1Controller, TrajectoryResult
+from ..core.stage1 import Stage1Controller
+from ..core.stage1_config import ActionConfig, SpawnConfig
+from ..core.stage1_records import TrajectoryResult
 from ..core.trajectory import (
     CAMERA_COLUMNS,
     FRAME_COLUMNS,

@@ -17,10 +17,11 @@ from pathlib import Path
 
 from stages.assetgen.levels import LevelBuilder
 from stages.assetgen.primitives import _quad
-from stages.cluster.level_unit import is_interior
+from stages.cluster.row_readers import is_interior
 from stages.core.cameras import CameraRigConfig
 from stages.core.engine_types import CharacterSpec
-from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
+from stages.core.stage1 import Stage1Controller
+from stages.core.stage1_config import ActionConfig, SpawnConfig
 from stages.engine.base import make_engine
 
 SPEC = CharacterSpec("test/human", capsule_radius=0.3, capsule_half_height=0.6,

@@ -12,7 +12,8 @@ from stages.assetgen.primitives import box, stairs
 from stages.core.cameras import CameraRigConfig
 from stages.core.engine_types import CharacterSpec
 from stages.core.spawns import is_start_node, parse_starts
-from stages.core.stage1 import ActionConfig, SpawnConfig, Stage1Controller
+from stages.core.stage1 import Stage1Controller
+from stages.core.stage1_config import ActionConfig, SpawnConfig
 from stages.engine.base import make_engine
 
 SPEC = CharacterSpec("test/human", capsule_radius=0.3, capsule_half_height=0.6,
