@@ -1,5 +1,5 @@
 """Linear-blend skinning in torch (on the scene's device): the project's fixed-order CPU
-skinning (``clips._FixedOrderSkin``) redone as tensor ops, so a skinned character's vertices
+skinning (``fixed_order_skin.FixedOrderSkin``) redone as tensor ops, so a skinned character's vertices
 are posed on the GPU from its joint matrices alone.
 
 Per frame only the joint matrices leave Panda3D (one 4x4 per joint, read from the posed
@@ -18,7 +18,7 @@ import torch
 
 
 class TorchSkin:
-    """The torch twin of one ``_FixedOrderSkin`` (one skinned Geom)."""
+    """The torch twin of one ``FixedOrderSkin`` (one skinned Geom)."""
 
     def __init__(self, skin: Any, device: torch.device):
         self.skin = skin
@@ -63,7 +63,7 @@ class TorchSkin:
 
 
 def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``clips._normal_matrices`` in torch: the matrix itself when its rows are (near) unit
+    """``fixed_order_skin._normal_matrices`` in torch: the matrix itself when its rows are (near) unit
     length, without the scale when it is uniform, else the inverse transpose (renormalised)."""
     ssq = (m3 ** 2).sum(2)
     uniform = ((ssq[:, 0] - ssq[:, 1]).abs() <= 2e-3) & ((ssq[:, 0] - ssq[:, 2]).abs() <= 2e-3)

@@ -286,7 +286,7 @@ def test_cameras_and_sun_from_poses_are_the_gl_paths(sample_level_pair):
 
 def test_torch_skinning_matches_the_cpu_poser(sample_level_pair):
     """The character skinned in torch from its joint matrices lands where the project's CPU
-    skinning (clips._FixedOrderSkin, re-read from Panda3D) put it this frame."""
+    skinning (fixed_order_skin.FixedOrderSkin, re-read from Panda3D) put it this frame."""
     from stages.engine.compute.scene_geometry import SceneGeometry
 
     *_, r, _, _ = sample_level_pair
