@@ -13,6 +13,8 @@
 # node run; `bash scripts/gpu_run.sh multi 4,8` on an nvidia-h200-x2 or -x4 machine)
 # raster: the compute backend's GPU tests, then its G-buffer at 720p x 8 and x 1 with the depth
 # pass in torch ops and in the Triton kernel (the latter with a torch.profiler table)
+# look: the compute backend against GL at 720p x 8 on one trajectory (PSNR, luma, gate, same
+# bytes twice; a side-by-side PNG), then bench_render of BACKENDS at the given slot counts
 # gt: ground-truth layers' cost (issue #33): five-view minutes per GPU-hour with every layer off,
 # the defaults and every layer on, at 720p x 8 and 540p x 1, GT_PROCS renderers side by side
 # (default 8), and MB per five-view minute per layer
@@ -65,6 +67,13 @@ case "$what" in
             --preset 720p --spatial 8 --frames "${RENDER_FRAMES:-30}" --procs "${RENDER_PROCS:-1}" \
             --backend gl,compute --json "$OUT/bench_render_backends.json" 2>&1 \
             | grep -v egldisplay | tee "$OUT/bench_render_backends.log" || true ;;
+  look) python3 tests/benchmarks/compare_backends.py --size 1280x720 --spatial 8 \
+          --frames "${FRAMES:-30}" --out "$OUT" 2>&1 | grep -v "egldisplay\|glgsg" \
+          | tee "$OUT/compare_backends.log"
+        python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+          --frames "${RENDER_FRAMES:-60}" --procs "$slots" --backend "${BACKENDS:-compute}" \
+          --json "$OUT/bench_render_backends.json" 2>&1 | grep -v egldisplay \
+          | tee "$OUT/bench_render_backends.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

@@ -142,7 +142,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
             "output_s_per_wall_s": round(out_s / wall, 3),
             "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
             "peak_rss_mib": round(peak_kb / 1024, 1), **marks,
-            "log": logs[0].strip().splitlines()[-1]}
+            "log": next((ln for ln in reversed(logs[0].splitlines())
+                         if ln.startswith("render:")), logs[0].strip().splitlines()[-1])}
 
 
 def main() -> None:

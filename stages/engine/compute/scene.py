@@ -13,8 +13,8 @@ Static geometry is transformed to world once; dynamic pieces (props on their piv
 character copies) keep their local vertices and are placed each frame from their net
 transform (``SceneGeometry.frame``), in torch. Skinning: with the posers' skins handed in,
 the character's vertices are skinned in torch from its joint matrices (``skinning``, the
-same blend as ``fixed_order_skin.FixedOrderSkin``); geoms Panda3D skins itself (layouts with tangents)
-and callers that pass no skins re-read the CPU-posed vertices each frame.
+same blend as ``fixed_order_skin.FixedOrderSkin``); geoms Panda3D skins itself (layouts with
+tangents) and callers that pass no skins re-read the CPU-posed vertices each frame.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Linear-blend skinning in torch (on the scene's device): the project's fixed-order CPU
-skinning (``fixed_order_skin.FixedOrderSkin``) redone as tensor ops, so a skinned character's vertices
-are posed on the GPU from its joint matrices alone.
+skinning (``fixed_order_skin.FixedOrderSkin``) redone as tensor ops, so a skinned character's
+vertices are posed on the GPU from its joint matrices alone.
 
 Per frame only the joint matrices leave Panda3D (one 4x4 per joint, read from the posed
 character); each blend's matrix is the weighted sum of its joints' in the same joint-name
@@ -63,8 +63,9 @@ class TorchSkin:
 
 
 def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``fixed_order_skin._normal_matrices`` in torch: the matrix itself when its rows are (near) unit
-    length, without the scale when it is uniform, else the inverse transpose (renormalised)."""
+    """``fixed_order_skin._normal_matrices`` in torch: the matrix itself when its rows are
+    (near) unit length, without the scale when it is uniform, else the inverse transpose
+    (renormalised)."""
     ssq = (m3 ** 2).sum(2)
     uniform = ((ssq[:, 0] - ssq[:, 1]).abs() <= 2e-3) & ((ssq[:, 0] - ssq[:, 2]).abs() <= 2e-3)
     unit = uniform & ((ssq[:, 0] - 1).abs() <= 2e-3)

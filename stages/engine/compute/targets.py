@@ -28,9 +28,10 @@ from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
 from .raster import rasterize
-from .resolve import meter_codes, resolve
+from .resolve import aces, mean_samples, meter_codes, to_srgb, unorm8
 from .scene_geometry import SceneGeometry
 from .shade import (
+    Lighting,
     light_inputs,
     make_lighting,
     oct_decode,
@@ -62,17 +63,41 @@ class _LightsRecord:
 SHADE_BLOCK_PX = 1 << 22  # pixels lit at a time on a GPU
 
 
-def _stored(gb: GBuffer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-                                   torch.Tensor, torch.Tensor]:
+Planes = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+               torch.Tensor]
+
+
+def _stored(gb: GBuffer) -> Planes:
     """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
     others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
     lighting pass reads, so the pictures match the deferred GL path's bytes where the planes
     do. Order: emission, albedo, metallic, normal, roughness, shadow."""
+    return _stored_planes(gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness,
+                          gb.shadow)
+
+
+def _stored_planes(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
+                   normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor
+                   ) -> Planes:
     def half(x: torch.Tensor) -> torch.Tensor:
         return x.half().float()
 
-    return (quantize_r11g11b10(gb.emission), half(gb.albedo), half(gb.metallic),
-            oct_decode(half(oct_encode(gb.normal))), half(gb.roughness), half(gb.shadow))
+    return (quantize_r11g11b10(emission), half(albedo), half(metallic),
+            oct_decode(half(oct_encode(normal))), half(roughness), half(shadow))
+
+
+def light_view(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
+               normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor,
+               depth: torch.Tensor, inv_view_proj: torch.Tensor, eye: torch.Tensor,
+               lt: Lighting, exposure: torch.Tensor, tone_map: str) -> torch.Tensor:
+    """One view's picture from its samples' G-buffer planes ``[N, H, W, ...]``: the atlas'
+    storage, the lighting pass, R11G11B10, the resolve (mean of the samples, ``exposure`` (a
+    0-d tensor, so a new exposure is no new graph), tone map, sRGB) → uint8 ``[H, W, 3]``. On
+    a GPU this runs under torch.compile: one graph, fused."""
+    rad = shade(*_stored_planes(emission, albedo, metallic, normal, roughness, shadow), depth,
+                inv_view_proj, eye, lt)
+    lin = mean_samples(quantize_r11g11b10(rad)[None])[0] * exposure
+    return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0)))
 
 
 class ComputeTargets(RenderTargets):
@@ -106,6 +131,9 @@ class ComputeTargets(RenderTargets):
         self._geo: SceneGeometry | None = None
         self._gbr: GBufferRenderer | None = None
         self._scene_sig: tuple = ()
+        # on a GPU the lighting and resolve of a view run as one compiled graph
+        self._light_view: Any = (torch.compile(light_view, dynamic=False)
+                            if self.device.type == "cuda" else light_view)
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -158,19 +186,40 @@ class ComputeTargets(RenderTargets):
                              self.look.shadow_pcf_taps, self.device)
                if level.sun is not None else None)
         gb = gbr.render(cameras_from_targets(self, self.device), sun)
-        # on a GPU the lighting runs in blocks of rows (bounded memory at 720p x 8; the values
-        # do not depend on it); on a CPU at once (blocks measured slower there)
-        rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
-                    self._lights().to(self.device),
-                    block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
-        rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
-        if self.meter_on:
+        if self.meter_on:  # the exposure meter (warm-up frames only): eager
+            rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
+                        self._lights().to(self.device),
+                        block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
+            rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
             img = meter_codes(rad)[..., None].expand(-1, -1, -1, 3)
         else:
-            img = resolve(rad, self.exposure, self.look.tone_map)
-        out = img.cpu().numpy()
+            lt = self._lights().to(self.device)
+            ex = torch.tensor(self.exposure, dtype=torch.float32, device=self.device)
+            planes = [p.reshape(len(VIEWS), self.N, *p.shape[1:]) for p in
+                      (gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness,
+                       gb.shadow, gb.depth)]
+            ivp = gb.inv_view_proj.reshape(len(VIEWS), self.N, 4, 4)
+            eye = gb.camera_positions().reshape(len(VIEWS), self.N, 3)
+            img = torch.stack([self._light_view(*(p[v] for p in planes), ivp[v], eye[v], lt,
+                                                ex, self.look.tone_map)
+                               for v in range(len(VIEWS))])
+        out = self._to_host(img)
         colors = {v: out[i] for i, v in enumerate(VIEWS)}
         return colors, self._masks(gbr)
+
+    def _to_host(self, img: torch.Tensor) -> np.ndarray:
+        """The frame's pixels in host memory. From a GPU: an asynchronous copy into pinned
+        memory (torch's caching host allocator; a block returns to it once the encoders have
+        dropped the frame's arrays), then a wait on a blocking-sync CUDA event: the thread
+        sleeps until the copy lands instead of spinning in the driver."""
+        if self.device.type != "cuda":
+            return img.cpu().numpy()
+        host = torch.empty(img.shape, dtype=img.dtype, pin_memory=True)
+        host.copy_(img, non_blocking=True)
+        done = torch.cuda.Event(blocking=True)
+        done.record()
+        done.synchronize()
+        return host.numpy()
 
     def _masks(self, gbr: GBufferRenderer) -> dict[str, np.ndarray]:
         """The mask cameras' view of what their draw-mask bits show (the mask copy of the
