@@ -73,15 +73,22 @@ def main() -> None:
         / "traj_0000"
     runs = {"gl_deferred": ("gl", "deferred"), "gl": ("gl", "auto"),
             "compute": ("compute", "auto"), "compute_again": ("compute", "auto")}
-    dirs, secs = {}, {}
+    dirs, secs, errors = {}, {}, {}
     for name, (backend, shading) in runs.items():
-        dirs[name], secs[name] = _render(traj, tmp / name, backend, shading, W, H, a.spatial,
-                                            a.set)
+        try:
+            dirs[name], secs[name] = _render(traj, tmp / name, backend, shading, W, H,
+                                                a.spatial, a.set)
+        except Exception as e:  # noqa: BLE001 - a failed run is a figure too; the rest go on
+            errors[name] = f"{type(e).__name__}: {e}"
+            print(f"{name}: FAILED: {errors[name]}", flush=True)
+            continue
         print(f"{name}: rendered in {secs[name]:.1f} s", flush=True)
+    refs = [r for r in ("gl_deferred", "gl") if r in dirs]
     w = np.array([0.2126, 0.7152, 0.0722])
     res: dict = {"size": f"{W}x{H}", "spatial": a.spatial, "frames": a.frames,
-                 "render_s": {k: round(v, 1) for k, v in secs.items()}, "views": {}}
-    for ref in ("gl_deferred", "gl"):
+                 "render_s": {k: round(v, 1) for k, v in secs.items()}, "errors": errors,
+                 "views": {}}
+    for ref in refs:
         for v in VIEWS:
             x = _frames(dirs[ref] / f"{v}.mp4").astype(float)
             y = _frames(dirs["compute"] / f"{v}.mp4").astype(float)
@@ -91,7 +98,7 @@ def main() -> None:
             res["views"].setdefault(v, {})[ref] = {"psnr_db": round(psnr, 2),
                                                    "mean_luma_diff": round(dl, 3)}
             print(f"{v}: compute vs {ref}: PSNR {psnr:.2f} dB, mean luma differs by {dl:.2f}")
-    for name in ("gl_deferred", "gl", "compute"):
+    for name in [*refs, "compute"]:
         meta = json.loads((dirs[name] / "meta.json").read_text())
         res[f"aligned_fraction_{name}"] = meta["alignment"]["aligned_fraction"]
         # auto exposure steps in 1/8 stop: where the metered mean sits on a step's edge the two
@@ -107,7 +114,7 @@ def main() -> None:
 
     mid = a.frames // 2
     rows = [np.concatenate([_frames(dirs[n] / f"{v}.mp4")[mid] for v in VIEWS], 1)
-            for n in ("gl_deferred", "compute")]
+            for n in (refs[0], "compute")]
     img = Image.fromarray(np.concatenate(rows, 0).astype(np.uint8))
     img.thumbnail((5 * 384, 2 * 216))
     img.save(out / "compare_backends.png")
