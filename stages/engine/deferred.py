@@ -78,8 +78,8 @@ layout(r11f_g11f_b10f) uniform image2D radiance;  // the atlas: emission in, lit
 uniform sampler2D gb_albedo;
 uniform sampler2D gb_normal;
 uniform sampler2D gb_depth;
-uniform mat4 clip_to_world[64];  // per tile: its camera's inverse view-projection
-uniform vec3 eye[64];            // per tile: its camera's position (world)
+uniform mat4 clip_to_world[@TILES@];  // per tile: its camera's inverse view-projection
+uniform vec3 eye[@TILES@];            // per tile: its camera's position (world)
 uniform ivec2 tile_size;
 uniform int tiles_per_row;
 uniform int ntiles;
@@ -217,13 +217,17 @@ class LightingPass:
         node.setBounds(OmniBoundingVolume())
         node.setFinal(True)
         self.np = root.attachNewNode(node)
-        self.np.setShader(Shader.makeCompute(Shader.SL_GLSL, LIGHT_CS))
+        # one matrix and eye per atlas tile (5 views x spatial x temporal samples; 80 at the
+        # production 720p x 8 x 2): arrays of exactly that size
+        self.ntiles = int(r.N * len(VIEWS))
+        self.np.setShader(Shader.makeCompute(
+            Shader.SL_GLSL, LIGHT_CS.replace("@TILES@", str(self.ntiles))))
         self.np.setShaderInput(ShaderInput("radiance", r.atlas_tex, True, True, -1, 0))
         for name, tex in r.gbuf.items():
             self.np.setShaderInput(name, tex)
         self.np.setShaderInput("tile_size", (r.W, r.H))
         self.np.setShaderInput("tiles_per_row", int(r.tiles_per_row))
-        self.np.setShaderInput("ntiles", int(r.N * len(VIEWS)))
+        self.np.setShaderInput("ntiles", self.ntiles)
         self.np.setShaderInput("ibl_strength", float(r.look.ibl_strength))
         self.np.setShaderInput("sky_strength", 1.0)
         self.np.setShaderInput("shadow_light", -1)
@@ -255,8 +259,8 @@ class LightingPass:
         this frame (jitter included)."""
         from panda3d.core import LMatrix4f, PTA_LMatrix4f, PTA_LVecBase3f
 
-        inv = PTA_LMatrix4f.emptyArray(64)  # entries past the last tile are never read
-        eye = PTA_LVecBase3f.emptyArray(64)
+        inv = PTA_LMatrix4f.emptyArray(self.ntiles)
+        eye = PTA_LVecBase3f.emptyArray(self.ntiles)
         scene = self.r.scene
         for tile, cam in enumerate(self.tile_cams):
             m = LMatrix4f(cam.getMat(scene))
