@@ -156,8 +156,8 @@ class RenderTargets:
                                               flags, self.gsg, self.atlas)
         # sync: Panda3D copies to RAM at the frame's end; pbo: the texture stays on the GPU
         # (the same framebuffer attachment) and gl_readback reads it
-        ram = self.resolve.RTM_copy_ram if readback == "sync" else self.resolve.RTM_bind_or_copy
-        self.resolve.addRenderTexture(self.out_tex, ram, self.resolve.RTP_color)
+        rtm = self.resolve.RTM_copy_ram if readback == "sync" else self.resolve.RTM_bind_or_copy
+        self.resolve.addRenderTexture(self.out_tex, rtm, self.resolve.RTP_color)
         mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
         self.mask_scale = mask_scale
         self.mask_size = (mw, mh)
@@ -165,7 +165,7 @@ class RenderTargets:
         self.mask_buf = self.engine.makeOutput(pipe, "mask", 5, fbp(True),
                                                WindowProperties.size(mw * len(VIEWS), mh),
                                                flags, self.gsg, self.atlas)
-        self.mask_buf.addRenderTexture(self.mask_tex, ram, self.mask_buf.RTP_color)
+        self.mask_buf.addRenderTexture(self.mask_tex, rtm, self.mask_buf.RTP_color)
         self.mask_buf.setClearColor((0, 0, 0, 1))
         self._build_cameras(aw, ah)
         self._build_resolve(aw, ah)

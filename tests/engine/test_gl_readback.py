@@ -187,8 +187,8 @@ def test_an_error_inside_the_read_back_frees_its_slot(traj, tmp_path, monkeypatc
 def test_a_bad_readback_setting_is_named(tmp_path):
     with pytest.raises(ConfigError, match=r"render\.readback is 'async'; expected sync or pbo"):
         load_params(overrides=["render.readback=async"])
-    assert load_params(overrides=["render.readback=pbo"]).render.readback == "pbo"
-    assert load_params(overrides=[]).render.readback == "sync"
+    assert load_params(overrides=[]).render.readback == "pbo"
+    assert load_params(overrides=["render.readback=sync"]).render.readback == "sync"
     from stages.engine.look import Look
     from stages.engine.render_targets import RenderTargets
 
