@@ -71,6 +71,7 @@ class PboReadback:
         self._pending: deque[_Frame] = deque()
         self._armed: _Frame | None = None
         self._error: BaseException | None = None
+        self._checked: set[str] = set()  # buffers whose framebuffer binding was checked
         self._roots = [self._add_region(targets.resolve, "colour"),
                        self._add_region(targets.mask_buf, "mask")]
 
@@ -113,17 +114,20 @@ class PboReadback:
         if self.ctx is None:
             self.ctx = g.CurrentContext(gl)
             self._make_pbos()
-        if gl.integer(g.GL_READ_FRAMEBUFFER_BINDING) == 0:  # Panda3D's FBO is bound
-            raise RuntimeError(f"render.readback=pbo: the {which} buffer is not a framebuffer "
-                               "object (the read-back reads its colour attachment 0)")
+        if which not in self._checked:  # once: no glGet round trip per frame
+            if gl.integer(g.GL_READ_FRAMEBUFFER_BINDING) == 0:  # Panda3D's FBO is bound
+                raise RuntimeError(f"render.readback=pbo: the {which} buffer is not a "
+                                   "framebuffer object (the read-back reads its colour "
+                                   "attachment 0)")
+            self._checked.add(which)
         w, h, fmt, _ = self.shape[which]
-        pack = gl.integer(g.GL_PACK_ALIGNMENT)
+        # pack alignment 1 is what Panda3D itself sets before each of its reads (it reads
+        # the value nowhere else), so it is left so
         gl.glPixelStorei(g.GL_PACK_ALIGNMENT, 1)
         gl.glReadBuffer(g.GL_COLOR_ATTACHMENT0)
         gl.glBindBuffer(g.GL_PIXEL_PACK_BUFFER, self.pbos[which][f.slot])
         gl.glReadPixels(0, 0, w, h, fmt, g.GL_UNSIGNED_BYTE, None)
         gl.glBindBuffer(g.GL_PIXEL_PACK_BUFFER, 0)
-        gl.glPixelStorei(g.GL_PACK_ALIGNMENT, pack)
         f.read.add(which)
         if len(f.read) == len(self.shape):
             f.fence = gl.glFenceSync(g.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)

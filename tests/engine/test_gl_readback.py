@@ -201,3 +201,50 @@ def test_readback_is_not_part_of_the_render_key(traj):
     """The same bytes either way: switching it must not re-render finished trajectories."""
     s = render_settings(_cfg(), 30)
     assert "readback" not in json.dumps(s.as_dict())
+
+
+class _fake_fence_gl:  # noqa: N801 - a stand-in for the GL calls of the fence wait
+    """glClientWaitSync of a fence the GPU signals ``after_s`` from now; counts the polls."""
+
+    def __init__(self, after_s: float):
+        import time
+
+        self.ready_at = time.perf_counter() + after_s
+        self.polls = 0
+        self.timeouts: set[int] = set()
+
+    def glClientWaitSync(self, fence, flags, timeout):  # noqa: N802 - GL's name
+        import time
+
+        from stages.engine import gl_calls as g
+
+        self.polls += 1
+        self.timeouts.add(timeout)
+        return (g.GL_ALREADY_SIGNALED if time.perf_counter() >= self.ready_at
+                else g.GL_TIMEOUT_EXPIRED)
+
+    def glGetError(self):  # noqa: N802 - GL's name
+        return 0
+
+
+def test_the_fence_wait_sleeps_instead_of_spinning(monkeypatch):
+    """A frame the GPU finishes 60 ms later: a handful of non-blocking polls with sleeps
+    between them (a spin would poll many thousand times and burn the 60 ms of CPU), and a
+    fence never signalled ends in a clear error rather than a hang."""
+    import time
+    from types import SimpleNamespace
+
+    from stages.engine import gl_readback
+
+    t0, c0 = time.perf_counter(), time.thread_time()
+    fake = _fake_fence_gl(0.06)
+    rb = SimpleNamespace(gl=fake, times=gl_readback.ReadbackTimes())
+    gl_readback.PboReadback._wait(rb, object())
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    assert wall >= 0.06 and fake.timeouts == {0}  # only polls, never a blocking driver wait
+    assert fake.polls < 150 and cpu < 0.5 * wall, (fake.polls, cpu, wall)
+    assert rb.times.waits == 1 and rb.times.wait_s >= 0.055
+    monkeypatch.setattr(gl_readback, "FENCE_TIMEOUT_S", 0.05)
+    rb.gl = _fake_fence_gl(3600.0)
+    with pytest.raises(RuntimeError, match="not signalled within"):
+        gl_readback.PboReadback._wait(rb, object())
