@@ -10,12 +10,14 @@ Per mode it prints frames/s of the render loop (pose, draw, read back: the frame
 submit/collect, no encoding), the main thread's CPU seconds per frame (``time.thread_time``),
 the process's (``time.process_time``: Mesa's or the driver's own threads too), and the wall
 time per frame in submit (sync: the draw and Panda3D's read inside ``renderFrame``, then its
-RAM conversion; pbo: the draw and issuing the reads) and in collect (pbo: the sleeping fence
-wait, then mapping and copying). It checks that every mode delivered the same frames (a hash
-of each, its time left out of the figures). ``--encode`` also times each mode's whole
-trajectory render (metering, gate, x264 encoders) as a render worker does it. ``--gpu N``
-binds EGL to CUDA GPU N as a node slot does (default: EGL's default device). Needs only the
-repository and its venv: it builds the sample library and one Stage I trajectory itself.
+RAM conversion; pbo: the draw and issuing the reads), in collect (pbo: the sleeping fence
+wait, then mapping and copying) and at the end of the mask and resolve buffers' frames inside
+``renderFrame`` (marked by probe display regions): where sync's reads wait for the GPU (and,
+on the NVIDIA driver, spin), and pbo reads nothing. It checks that every mode delivered the
+same frames (a hash of each, its time left out of the figures). ``--encode`` also times each
+mode's whole trajectory render (metering, gate, x264 encoders) as a render worker does it.
+``--gpu N`` binds EGL to CUDA GPU N as a node slot does (default: EGL's default device). Needs
+only the repository and its venv: it builds the sample library and one Stage I trajectory.
 """
 
 from __future__ import annotations
@@ -54,6 +56,49 @@ class _Clock:
         self.proc += time.process_time() - p
 
 
+class _BufferEnds:
+    """Wall time at the end of the mask and resolve buffers' frames, where Panda3D's
+    ``RTM_copy_ram`` reads them back (sync; with pbo nothing is read there): from the mask
+    buffer's last display region to the resolve buffer's first, plus from the resolve
+    buffer's last region to ``renderFrame``'s return. Probe regions (empty scenes, no clears,
+    draw callbacks that only note the time) mark the points; the engine is wrapped to note
+    the return."""
+
+    def __init__(self, targets) -> None:
+        from panda3d.core import Camera, NodePath, OrthographicLens
+
+        self.root = NodePath("buffer_end_probes")
+        self.marks: dict[str, float] = {}
+        self.s = 0.0
+        self.frames = 0
+        for buf, sort, name in ((targets.mask_buf, 1 << 22, "mask_end"),
+                                (targets.resolve, -(1 << 22), "resolve_start"),
+                                (targets.resolve, 1 << 22, "resolve_end")):
+            dr = buf.makeDisplayRegion()
+            dr.setSort(sort)
+            dr.setClearColorActive(False)
+            dr.setClearDepthActive(False)
+            dr.setCamera(self.root.attachNewNode(Camera(name, OrthographicLens())))
+            dr.setDrawCallback(lambda cb, n=name: self.marks.__setitem__(n, time.perf_counter()))
+        engine = targets.engine
+        ends = self
+
+        class _Engine:
+            def renderFrame(self) -> None:  # noqa: N802 - Panda3D's name
+                ends.marks.clear()
+                engine.renderFrame()
+                m = ends.marks
+                if len(m) == 3:
+                    ends.s += (m["resolve_start"] - m["mask_end"]
+                               + time.perf_counter() - m["resolve_end"])
+                    ends.frames += 1
+
+            def __getattr__(self, name: str):
+                return getattr(engine, name)
+
+        targets.engine = _Engine()
+
+
 def _digest(colors: dict, masks: dict) -> str:
     from stages.core.trajectory import VIEWS
 
@@ -87,6 +132,7 @@ def render_loop(mode: str, settings, traj_dir: Path, tmp: Path, frames: int, war
         t = r.targets
         if t.pbo is not None:
             t.pbo.times = ReadbackTimes()
+        ends = _BufferEnds(t)
         ram = _Clock()  # sync: Panda3D's RAM image converted to RGB (in draw, after the read)
         real_ram = rt._ram
 
@@ -123,6 +169,7 @@ def render_loop(mode: str, settings, traj_dir: Path, tmp: Path, frames: int, war
                "process_cpu_s_per_frame": (loop.proc - hashing.proc) / frames,
                "submit_ms_per_frame": 1e3 * sub.wall / frames,
                "collect_ms_per_frame": 1e3 * col.wall / frames,
+               "buffer_end_ms_per_frame": 1e3 * ends.s / max(1, ends.frames),
                "digest": hashlib.sha256("".join(digests).encode()).hexdigest()}
         if t.pbo is not None:
             tm = t.pbo.times
@@ -195,7 +242,9 @@ def main() -> None:
                   f"{r['frames_per_s']:.2f} five-view frames/s, main thread "
                   f"{r['main_thread_cpu_s_per_frame']:.4f} CPU s/frame, process "
                   f"{r['process_cpu_s_per_frame']:.4f} CPU s/frame; submit "
-                  f"{r['submit_ms_per_frame']:.2f} ms/frame ({detail})", flush=True)
+                  f"{r['submit_ms_per_frame']:.2f} ms/frame ({detail}); at the buffers' "
+                  f"frame ends (sync: Panda3D's reads) {r['buffer_end_ms_per_frame']:.2f} "
+                  "ms/frame", flush=True)
             if args.encode:
                 print(f"  whole trajectory with encoders: {r['encode_frames']} frames, "
                       f"{r['encode_frames_per_s']:.2f} frames/s, main thread "
