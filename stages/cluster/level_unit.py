@@ -202,7 +202,8 @@ class LevelUnit:
         # the engine process starts (the lock travels to it; the runner lets go after spawning)
         owner = try_lock(inst / OWNER_LOCK)
         ispec = {"level_id": self.level_id, "settings": settings.as_dict(),
-                 "display": ctx.cfg.engine.display, "base": str(ctx.base), "jobs": jobs,
+                 "display": ctx.cfg.engine.display, "readback": rcfg.readback,
+                 "base": str(ctx.base), "jobs": jobs,
                  "path_map": self.path_map2, "lineage": {"code_version": code}}
         argv = python_argv("stages.engine.render_worker", str(inst))
         if ctx.cfg.engine.name == "unreal":

@@ -105,6 +105,13 @@ class RenderConfig:
     # torch sees a CUDA device and no ground-truth layers are asked for, gl otherwise (the
     # threshold awaits the H200 measurement of issue #30). Unreal ignores it (gl only)
     backend: str = "gl"
+    # how the GL backend's frames reach RAM: pbo (pixel-pack buffers and fences, collected up
+    # to two frames later, the fence polled with sleeps: no spin in the driver) or sync
+    # (Panda3D's glReadPixels at each frame's end: the render thread waits for the GPU there,
+    # spinning on NVIDIA). The same bytes either way, so not part of the render key. pbo by
+    # default: byte-identical, and on the 2-core CPU box (llvmpipe) no slower at 320x180 x1,
+    # x2x2 and x4, faster at 960x540 (docs/gl-readback.md). Compute and Unreal ignore it
+    readback: str = "pbo"
     # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
     # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on the 2-core CPU box at
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s

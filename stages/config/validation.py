@@ -53,6 +53,8 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.backend not in ("gl", "compute", "auto"):
         raise ConfigError(f"{source}: render.backend is {r.backend!r}; expected gl, compute "
                           "or auto")
+    if r.readback not in ("sync", "pbo"):
+        raise ConfigError(f"{source}: render.readback is {r.readback!r}; expected sync or pbo")
     if r.backend == "compute" and obj.engine.name != "embedded":
         raise ConfigError(f"{source}: render.backend=compute needs engine.name=embedded (the "
                           f"compute renderer is embedded-only; engine {obj.engine.name!r} "

@@ -23,7 +23,6 @@ from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
 from .render_settings import RenderSettings
 from .stage2 import Stage2Failure
 
-EXTERNAL = ("back", "left", "right", "top")
 # kept importable from here for callers of the old path
 __all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
 
@@ -102,8 +101,11 @@ class InstanceRenderer:
 
     def __init__(self, inst: Path, settings: RenderSettings | dict, display: str, base: Path,
                  log=print, path_map: dict[str, str] | None = None,
-                 lineage: dict | None = None):
+                 lineage: dict | None = None, readback: str = "sync"):
         self.inst, self.base, self.log = inst, base, log
+        # render.readback: how GL frames reach RAM (not part of the render key: the same
+        # bytes either way)
+        self.readback = readback
         self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
@@ -137,7 +139,8 @@ class InstanceRenderer:
                                     self.s.temporal_samples, self.display,
                                     self.s.mask_scale, look=look,
                                     ground_truth=self.s.ground_truth,
-                                    backend=choose_backend(self.s.backend, self.s.ground_truth))
+                                    backend=choose_backend(self.s.backend, self.s.ground_truth),
+                                    readback=self.readback)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -342,19 +345,19 @@ class InstanceRenderer:
 
     def _frames(self, rows, views, segs, sched, meta, writers, tile_preview, AsyncEncoder,
                 ptab=None, layers: Any = None) -> dict:
+        from collections import deque
+
+        from .alignment_gate import AlignmentGate
         from .replay_poses import CharacterPose, SamplePose, ViewPose, temporal_offsets
 
         r = self.r
-        W, H = self.s.width, self.s.height
         offs = temporal_offsets(self.s.temporal_samples, self.s.shutter)
-        ch = meta["character"]
-        vh = float(ch.get("visual_height_m", 1.0))
-        ms, rad = self.s.mask_scale, self.s.align_radius_px
-        in_view = {v: 0 for v in EXTERNAL}
-        aligned = {v: 0 for v in EXTERNAL}
-        max_err = 0.0
         dz = -r.model_min_z * float(rows[0]["scale_z"])
         fps = int(meta["fps"])
+        gate = AlignmentGate(rows, views, self.s.width, self.s.height, self.s.mask_scale,
+                             self.s.align_radius_px,
+                             float(meta["character"].get("visual_height_m", 1.0)), dz,
+                             len(r.prop_names) if ptab is not None else 0)
         derived = ({"preview": lambda imgs: tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
                    if "preview" in writers else {})
         encoder = AsyncEncoder(writers, depth=4, derived=derived)
@@ -380,8 +383,18 @@ class InstanceRenderer:
         def exact_at(f: int) -> Any:
             return poses(f)[1]
 
+        def finish(f: int, placed: dict) -> None:
+            """Frame ``f``'s images (the oldest submitted): gate, then encode."""
+            colors, masks = r.collect()
+            gate.check(f, placed, masks, ptab[f] if ptab is not None else None)
+            encoder.put(colors)
+            self.beat()
+
         # automatic exposure (§7.1): metered on the trajectory's first frames, deterministic
         self.exposure = self._meter(r, poses, len(rows), ptab, dz)
+        # frames submitted, images not yet collected: up to r.lag (render.readback pbo), so
+        # the GPU draws frame f while frame f - lag is copied, gated and encoded
+        waiting: deque[tuple[int, dict]] = deque()
         try:
             for f in range(len(rows)):
                 samples, exact = poses(f)
@@ -391,50 +404,19 @@ class InstanceRenderer:
                     nb = r.prepare_ground_truth(
                         f, segs, exact_at, (lambda g: ptab[g]) if ptab is not None
                         else (lambda g: None), dz)
-                colors, masks, placed = r.render(samples, exact, dz)
+                waiting.append((f, r.submit(samples, exact, dz)))
                 if layers is not None and layers.on:
                     layers.put(r.gt.read(), *nb)
-                # gate 1: the transforms in the scene graph are the recorded ones
-                rec = rows[f]
-                pz = placed["character"]["pos"]
-                err = max(abs(pz[0] - rec["pos_x"]), abs(pz[1] - rec["pos_y"]),
-                          abs(pz[2] - dz - rec["pos_z"]))
-                for v in VIEWS:
-                    cr = views[v][f]
-                    pc = placed[v]
-                    err = max(err, abs(pc[0] - cr["pos_x"]), abs(pc[1] - cr["pos_y"]),
-                              abs(pc[2] - cr["pos_z"]))
-                if ptab is not None:
-                    for (pp, pq), (gp, gq) in zip(ptab[f], placed["props"], strict=True):
-                        err = max(err, *(abs(a - b) for a, b in zip(pp, gp, strict=True)),
-                                  min(max(abs(a - b) for a, b in zip(pq, gq, strict=True)),
-                                      max(abs(a + b) for a, b in zip(pq, gq, strict=True))))
-                max_err = max(max_err, err)
-                # gate 2: the recorded position projects onto the rendered character
-                target = (rec["pos_x"], rec["pos_y"], rec["pos_z"] + 0.5 * vh)
-                for v in EXTERNAL:
-                    cr = views[v][f]
-                    fx = (W / 2) / math.tan(math.radians(cr["fov_deg"]) / 2)
-                    u, w_, d = replay.project(target, (cr["pos_x"], cr["pos_y"], cr["pos_z"]),
-                                              (cr["rot_w"], cr["rot_x"], cr["rot_y"],
-                                               cr["rot_z"]), fx, fx, W / 2, H / 2)
-                    if not (d > 0.05 and 0 <= u < W and 0 <= w_ < H):
-                        continue
-                    in_view[v] += 1
-                    m = masks[v]
-                    mu, mv = int(u / ms), int(w_ / ms)
-                    win = m[max(0, mv - rad): mv + rad + 1, max(0, mu - rad): mu + rad + 1]
-                    if win.any():
-                        aligned[v] += 1
-                encoder.put(colors)
-                self.beat()
+                while len(waiting) > r.lag:
+                    finish(*waiting.popleft())
+            while waiting:  # the trajectory's last frames
+                finish(*waiting.popleft())
+        except BaseException:
+            r.discard()  # frames in flight: their fences and read-back slots let go
+            raise
         finally:
             encoder.finish()
-        tot_in, tot_ok = sum(in_view.values()), sum(aligned.values())
-        return {"in_view_frames": in_view, "aligned_frames": aligned,
-                "props_replayed": len(r.prop_names) if ptab is not None else 0,
-                "aligned_fraction": (tot_ok / tot_in) if tot_in else 1.0,
-                "transform_max_err": max_err}
+        return gate.result()
 
     def close(self) -> None:
         if self.r is not None:

@@ -5,14 +5,17 @@ light, packed float), each with its own camera; with deferred shading the atlas 
 G-buffer planes and the lighting pass (``deferred.LightingPass``) runs between it and the
 resolve. The resolve averages each view's samples in linear light (``texelFetch``), applies the
 exposure and the tone map and encodes sRGB into a strip of the five views, copied to RAM once a
-frame, as is the mask buffer (flat white character, per view). Draw masks: temporal sample t's
-colour cameras see bit t (first-person: FP_BIT_BASE + t), the mask cameras MASK_BIT
-(first-person: FP_MASK_BIT, which nothing shows).
+frame, as is the mask buffer (flat white character, per view): with ``render.readback`` sync
+by Panda3D at the end of the frame, with pbo through pixel-pack buffers and fences a frame or
+more later (``gl_readback``; :meth:`RenderTargets.submit` then :meth:`RenderTargets.collect`).
+Draw masks: temporal sample t's colour cameras see bit t (first-person: FP_BIT_BASE + t), the
+mask cameras MASK_BIT (first-person: FP_MASK_BIT, which nothing shows).
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -27,6 +30,8 @@ MASK_BIT = 30
 FP_BIT_BASE = 16
 FP_MASK_BIT = 29
 LEVEL_HIDE = 29  # level geometry is hidden from mask cameras
+READBACKS = ("sync", "pbo")  # render.readback's values
+READBACK_SLOTS = 3  # pbo: frames in flight at most (collect() lags submit() by up to 2)
 
 RESOLVE_VERT = """#version 330
 uniform mat4 p3d_ModelViewProjectionMatrix;
@@ -41,7 +46,10 @@ class RenderTargets:
 
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0, *, look: Look):
+                 far: float = 4000.0, *, look: Look, readback: str = "sync",
+                 readback_slots: int = READBACK_SLOTS):
+        if readback not in READBACKS:
+            raise ValueError(f"render.readback is {readback!r}; expected sync or pbo")
         from panda3d.core import loadPrcFileData
 
         loadPrcFileData("wmforge-render", f"""
@@ -146,8 +154,10 @@ class RenderTargets:
         self.resolve = self.engine.makeOutput(pipe, "resolve", 10, fbp(False),
                                               WindowProperties.size(width * len(VIEWS), height),
                                               flags, self.gsg, self.atlas)
-        self.resolve.addRenderTexture(self.out_tex, self.resolve.RTM_copy_ram,
-                                      self.resolve.RTP_color)
+        # sync: Panda3D copies to RAM at the frame's end; pbo: the texture stays on the GPU
+        # (the same framebuffer attachment) and gl_readback reads it
+        rtm = self.resolve.RTM_copy_ram if readback == "sync" else self.resolve.RTM_bind_or_copy
+        self.resolve.addRenderTexture(self.out_tex, rtm, self.resolve.RTP_color)
         mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
         self.mask_scale = mask_scale
         self.mask_size = (mw, mh)
@@ -155,11 +165,17 @@ class RenderTargets:
         self.mask_buf = self.engine.makeOutput(pipe, "mask", 5, fbp(True),
                                                WindowProperties.size(mw * len(VIEWS), mh),
                                                flags, self.gsg, self.atlas)
-        self.mask_buf.addRenderTexture(self.mask_tex, self.mask_buf.RTM_copy_ram,
-                                       self.mask_buf.RTP_color)
+        self.mask_buf.addRenderTexture(self.mask_tex, rtm, self.mask_buf.RTP_color)
         self.mask_buf.setClearColor((0, 0, 0, 1))
         self._build_cameras(aw, ah)
         self._build_resolve(aw, ah)
+        self.readback = readback
+        self._done: deque[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = deque()
+        self.pbo: Any = None
+        if readback == "pbo":
+            from .gl_readback import PboReadback
+
+            self.pbo = PboReadback(self, readback_slots)
 
     def _choose_shading(self) -> str:
         """``render.shading`` made concrete for this GL driver: auto is deferred where compute
@@ -291,17 +307,67 @@ class RenderTargets:
     def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Draw one frame with the cameras as placed; colour (H, W, 3) and mask (h, w) per
         view, read back from the resolve and mask buffers."""
+        if self.pbo is not None:
+            if self.in_flight:
+                raise RuntimeError(f"render: draw() with {self.in_flight} submitted frame(s) "
+                                   "not collected; collect() them first")
+            self.submit()
+            return self.collect()
         if self.lighting is not None:
             self.lighting.before_frame()
         self.engine.renderFrame()
         img = _ram(self.out_tex, self.W * len(VIEWS), self.H)
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
-        colors = {v: img[:, i * self.W:(i + 1) * self.W] for i, v in enumerate(VIEWS)}
+        return self._split(img, mask[..., 0])
+
+    def _split(self, img: np.ndarray, mask: np.ndarray
+               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Per view: colour (H, W, 3) of the strip ``img`` and mask (h, w) of ``mask``."""
+        colors = {v: img[:, i * self.W:(i + 1) * self.W, :3] for i, v in enumerate(VIEWS)}
         mw = self.mask_size[0]
-        masks = {v: mask[:, i * mw:(i + 1) * mw, 0] > 127 for i, v in enumerate(VIEWS)}
+        masks = {v: mask[:, i * mw:(i + 1) * mw] > 127 for i, v in enumerate(VIEWS)}
         return colors, masks
 
+    # ------------------------------------------------------------------ pipelined frames
+
+    @property
+    def lag(self) -> int:
+        """Frames :meth:`collect` may trail :meth:`submit` by: 0 (sync), slots - 1 (pbo)."""
+        return 0 if self.pbo is None else self.pbo.slots - 1
+
+    @property
+    def in_flight(self) -> int:
+        """Frames submitted and not collected yet."""
+        return len(self._done) if self.pbo is None else self.pbo.in_flight
+
+    def submit(self) -> None:
+        """Draw one frame with the cameras as placed; its images come from :meth:`collect`,
+        in submission order (sync: read now; pbo: read back behind a fence)."""
+        if self.pbo is None:
+            self._done.append(self.draw())
+            return
+        if self.lighting is not None:
+            self.lighting.before_frame()
+        self.pbo.submit()
+
+    def collect(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The oldest submitted frame's colour (H, W, 3) and mask (h, w) per view."""
+        if self.pbo is None:
+            if not self._done:
+                raise RuntimeError("render: collect() with no frame submitted")
+            return self._done.popleft()
+        rgba, mask = self.pbo.collect()
+        return self._split(rgba[::-1], mask[::-1, :, 0])  # GL rows are bottom-up
+
+    def discard(self) -> None:
+        """Forget every submitted frame not collected (after an error mid-clip)."""
+        self._done.clear()
+        if self.pbo is not None:
+            self.pbo.discard()
+
     def close(self) -> None:
+        if self.pbo is not None:
+            self.pbo.close()
         self.engine.removeAllWindows()
 
 

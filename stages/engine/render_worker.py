@@ -73,7 +73,8 @@ def worker(inst: Path) -> int:
     level_id = str(spec.get("level_id", ""))
     fault_injection.at("render", level_id)
     ir = InstanceRenderer(inst, spec["settings"], spec.get("display", "p3headlessgl"), base,
-                          path_map=spec.get("path_map"), lineage=spec.get("lineage"))
+                          path_map=spec.get("path_map"), lineage=spec.get("lineage"),
+                          readback=str(spec.get("readback", "sync")))
     _open_device(ir, spec)
     done = read_progress(inst)
     finished = 0

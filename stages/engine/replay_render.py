@@ -52,9 +52,10 @@ class ReplayRenderer:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = (),
-                 backend: str = "gl"):
+                 backend: str = "gl", readback: str = "sync"):
         # backend: "gl" (RenderTargets) or "compute" (compute.targets.ComputeTargets: the same
-        # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first
+        # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first.
+        # readback (render.readback): the GL path's, sync or pbo; compute has its own
         self.backend = backend
         if backend == "compute":
             from .compute.backend import choose_backend, compute_device
@@ -66,7 +67,7 @@ class ReplayRenderer:
                 device=compute_device())
         elif backend == "gl":
             self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
-                                         near, far, look=look)
+                                         near, far, look=look, readback=readback)
         else:
             raise ValueError(f"render backend {backend!r}; expected gl or compute (resolve "
                              "auto with compute.backend.choose_backend)")
@@ -260,6 +261,32 @@ class ReplayRenderer:
         """Render one output frame: ``samples`` holds the T temporal poses, ``exact`` the
         recorded pose (mask pass). Returns colour (H, W, 3) and mask (h, w) per view and the
         transforms actually placed for the exact pose."""
+        self._place_frame(samples, exact, mesh_dz)
+        colors, masks = self.targets.draw()
+        return colors, masks, self.placed(exact)
+
+    def submit(self, samples: list[SamplePose], exact: SamplePose, mesh_dz: float) -> dict:
+        """:meth:`render` pipelined: draw the frame and return the transforms placed; its
+        images come from :meth:`collect` once up to ``lag`` later frames were submitted."""
+        self._place_frame(samples, exact, mesh_dz)
+        self.targets.submit()
+        return self.placed(exact)
+
+    def collect(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The oldest submitted frame's colour and mask per view."""
+        return self.targets.collect()
+
+    @property
+    def lag(self) -> int:
+        """Frames :meth:`collect` may trail :meth:`submit` by (render.readback pbo: 2)."""
+        return self.targets.lag
+
+    def discard(self) -> None:
+        """Forget the submitted frames not collected (after an error mid-trajectory)."""
+        self.targets.discard()
+
+    def _place_frame(self, samples: list[SamplePose], exact: SamplePose,
+                     mesh_dz: float) -> None:
         for t, sp in enumerate(samples):
             self._place_character(t, sp.character, mesh_dz)
             for view in VIEWS:
@@ -270,8 +297,6 @@ class ReplayRenderer:
         for view in VIEWS:
             self._place_camera(self.targets.mask_cams[view], exact.views[view], (0.0, 0.0))
         self.fit_sun(exact.character.pos)
-        colors, masks = self.targets.draw()
-        return colors, masks, self.placed(exact)
 
     def place_props(self, transforms: list[tuple[tuple[float, ...], tuple[float, ...]]]) -> None:
         """World-from-pivot (pos, quat w x y z) for each prop, in ``prop_names`` order."""

@@ -3,12 +3,14 @@ GPU-hour, encoder frames/s, peak RSS of the rendering processes.
 
 Run: .venv/bin/python tests/benchmarks/bench_render.py [--preset 720p] [--spatial 1,8]
          [--frames 300] [--procs 1] [--level UrbanBlocks/Downtown] [--encoder-only]
-         [--backend gl,compute] [--warmup 8]
+         [--backend gl,compute] [--warmup 8] [--readback sync,pbo]
 
 ``--backend``: ``render.backend`` of each run (gl: Panda3D's OpenGL path; compute: the torch
 renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU). ``--warmup``:
 ``render.warmup_frames`` (default: the config's); the rate counts the whole run (start-up, the
 warm-up and meter frames), so give the compute backend's slow CPU runs few extra frames.
+``--readback``: ``render.readback`` of each GL run (sync: Panda3D's read at each frame's end;
+pbo: pixel-pack buffers and fences, stages/engine/gl_readback.py); the same bytes either way.
 
 It builds the sample library (without the wheel assets) and Stage I trajectories in a scratch
 folder, then runs ``--procs`` renderer processes side by side, each over its own trajectory
@@ -76,7 +78,8 @@ def make_trajectories(tmp: Path, level: str, n: int, frames: int) -> Path:
 
 def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  frames: int, tmp: Path, enc_threads: int, variant: str = "",
-                 backend: str = "gl", warmup: int | None = None) -> dict:
+                 backend: str = "gl", warmup: int | None = None,
+                 readback: str = "sync") -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
     rcfg = load_params(overrides=[f"render.preset={preset}", "render.width=0", "render.height=0",
@@ -88,11 +91,12 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     lvl_dir = trajs / level.replace("/", "__")
     insts = []
     for p in range(procs):
-        inst = tmp / f"inst_{preset}_{spatial}_{backend}_{p}"
+        inst = tmp / f"inst_{preset}_{spatial}_{backend}_{readback}_{p}"
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
-            {"settings": settings.as_dict(), "base": os.getcwd(), "jobs": [
+            {"settings": settings.as_dict(), "base": os.getcwd(), "readback": readback,
+             "jobs": [
                 {"name": "traj_0000", "key": "0" * 16,
                  "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
         insts.append(inst)
@@ -135,7 +139,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
             raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
     out_s = procs * frames / 30
-    return {"variant": variant or "base", "backend": backend, "preset": preset, "width": w,
+    return {"variant": variant or "base", "backend": backend, "readback": readback,
+            "preset": preset, "width": w,
             "height": h, "spatial": spatial, "procs": procs, "warmup_frames": rcfg.warmup_frames,
             "frames": frames, "wall_s": round(wall, 2),
             "five_view_frames_per_s": round(procs * frames / wall, 3),
@@ -161,6 +166,8 @@ def main() -> None:
     ap.add_argument("--backend", default="gl", help="render.backend per run: gl, compute "
                     "or both (gl,compute)")
     ap.add_argument("--warmup", type=int, default=None, help="render.warmup_frames")
+    ap.add_argument("--readback", default="sync", help="render.readback per GL run: sync, "
+                    "pbo or both (sync,pbo)")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-"))
@@ -174,16 +181,18 @@ def main() -> None:
         procs = [int(p) for p in args.procs.split(",")]
         trajs = make_trajectories(tmp, args.level, max(procs), args.frames)
         for p in procs:
-            for s, v, b in ((int(x), v, b) for x in args.spatial.split(",")
-                            for v in (args.variants.split(",") if args.variants else [""])
-                            for b in args.backend.split(",")):
+            for s, v, b, rb in ((int(x), v, b, rb) for x in args.spatial.split(",")
+                                for v in (args.variants.split(",") if args.variants else [""])
+                                for b in args.backend.split(",")
+                                for rb in args.readback.split(",")):
                 r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
-                                 args.encoder_threads, v, b, args.warmup)
+                                 args.encoder_threads, v, b, args.warmup, rb)
                 results.append(r)
                 if v == "overdraw":
                     print(f"render [overdraw] x{s}: {r['overdraw']}", flush=True)
                     continue
-                print(f"render [{r['variant']}, {b}] {r['preset']} x{s} spatial, {p} process(es), "
+                print(f"render [{r['variant']}, {b}, readback {rb}] {r['preset']} x{s} spatial, "
+                      f"{p} process(es), "
                       f"{args.frames} frames: "
                       f"{r['five_view_frames_per_s']} five-view frames/s, "
                       f"{r['output_s_per_wall_s']} output s per wall s, "
