@@ -15,6 +15,8 @@
 # pass in torch ops and in the Triton kernel (the latter with a torch.profiler table)
 # look: the compute backend against GL at 720p x 8 on one trajectory (PSNR, luma, gate, same
 # bytes twice; a side-by-side PNG), then bench_render of BACKENDS at the given slot counts
+# readback: the GL read-back on its own (render.readback sync vs pbo, 720p x 8), then
+# bench_render with each at the given slot counts
 # gt: ground-truth layers' cost (issue #33): five-view minutes per GPU-hour with every layer off,
 # the defaults and every layer on, at 720p x 8 and 540p x 1, GT_PROCS renderers side by side
 # (default 8), and MB per five-view minute per layer
@@ -74,6 +76,14 @@ case "$what" in
           --frames "${RENDER_FRAMES:-60}" --procs "$slots" --backend "${BACKENDS:-compute}" \
           --json "$OUT/bench_render_backends.json" 2>&1 | grep -v egldisplay \
           | tee "$OUT/bench_render_backends.log" ;;
+  readback) python3 tests/benchmarks/bench_gl_readback.py --width 1280 --height 720 --spatial 8 \
+              --frames "${FRAMES:-60}" --modes sync,pbo,sync,pbo --encode --gpu 0 \
+              --json "$OUT/bench_gl_readback.json" 2>&1 | grep -v egldisplay \
+              | tee "$OUT/bench_gl_readback.log"
+            python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+              --frames "${RENDER_FRAMES:-60}" --procs "$slots" --readback sync,pbo \
+              --json "$OUT/bench_render_readback.json" 2>&1 | grep -v egldisplay \
+              | tee "$OUT/bench_render_readback.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \
