@@ -1,10 +1,12 @@
 """``render.backend`` made concrete for the machine a renderer runs on (gl or compute).
 
-The rule for ``auto``: compute where torch is installed and sees a CUDA device, and no
-ground-truth layers are asked for (the layers are drawn by the GL pass); gl otherwise. It is
-a stated rule, not yet a measured one: issue #30's H200 benchmark decides whether compute is
-the faster backend there (and from which resolution and sample count); on a CPU machine the
-GL path (llvmpipe) is the faster (tests/benchmarks/bench_render.py --backend).
+The rule for ``auto``, as measured: **gl on every machine measured so far**. On a lent H100
+at 720p x 8 (tests/benchmarks/bench_render.py --backend gl,compute, 2026-12-06,
+docs/bench/h100_bench_render_backends_720px8_2026-12-06.json) GL made 45.4 five-view minutes
+per GPU-hour with 4 renderers and compute 7.8 (its G-buffer alone takes 137 ms a five-view
+frame there, compiled; docs/compute-renderer.md); on this project's CPU machines GL
+(llvmpipe) is faster too. ``auto`` will pick compute where a benchmark shows it ahead (a GPU,
+size and sample count); ``render.backend=compute`` selects it explicitly.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ def choose_backend(setting: str, ground_truth: Sequence[str] = ()) -> str:
         raise ValueError(f"render.backend=compute cannot write render.ground_truth "
                          f"{list(ground_truth)} yet (the layers are drawn by the GL pass): use "
                          "render.backend=gl, or render.ground_truth=[]")
-    if setting == "auto":
-        return "compute" if not ground_truth and cuda_visible() else "gl"
+    if setting == "auto":  # the measured rule (module docstring): GL is the faster everywhere
+        return "gl"
     return setting
 
 

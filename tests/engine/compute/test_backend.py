@@ -135,9 +135,11 @@ def test_render_settings_carry_the_backend():
 
 
 def test_auto_rule(monkeypatch):
+    """auto is GL on every machine measured (backend.py: on an H100 at 720p x 8 GL made 45.4
+    five-view minutes per GPU-hour against compute's 7.8), with or without a GPU."""
     monkeypatch.setattr(be, "cuda_visible", lambda: True)
-    assert be.choose_backend("auto") == "compute"
-    assert be.choose_backend("auto", ("depth",)) == "gl"  # layers are drawn by GL
+    assert be.choose_backend("auto") == "gl"
+    assert be.choose_backend("auto", ("depth",)) == "gl"
     monkeypatch.setattr(be, "cuda_visible", lambda: False)
     assert be.choose_backend("auto") == "gl"
     assert be.choose_backend("compute") == "compute" and be.choose_backend("gl") == "gl"
