@@ -315,21 +315,26 @@ def test_the_triton_depth_kernel_gives_the_same_gbuffer(sample_level_pair, monke
         assert getattr(gb, name).numpy().tobytes() == getattr(ref, name).numpy().tobytes(), name
 
 
+def _on_cuda(r):
+    """The GL pair's scene, cameras and sun on CUDA (the -m gpu tests)."""
+    from stages.engine.compute.cameras import cameras_from_targets, sun_from_node
+    from stages.engine.compute.scene_geometry import SceneGeometry
+
+    dev = torch.device("cuda")
+    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
+                        device=dev, skins=[sk for p in r.char_posers for sk in p.skins])
+    return (geo, cameras_from_targets(r.targets, dev),
+            sun_from_node(r.sun, r.scene, 512, r.look.shadow_pcf_taps, dev))
+
+
 @pytest.mark.gpu
 def test_cuda_triton_depth_kernel_is_the_torch_path(sample_level_pair, monkeypatch):
     """On CUDA the Triton depth kernel and the torch ops give the same visibility bits."""
     if not torch.cuda.is_available():
         pytest.fail("no CUDA device: run the gpu tests on a GPU machine")
     from stages.engine.compute import raster
-    from stages.engine.compute.cameras import cameras_from_targets, sun_from_node
-    from stages.engine.compute.scene_geometry import SceneGeometry
 
-    _, _, _, _, r, _, _ = sample_level_pair
-    dev = torch.device("cuda")
-    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
-                        device=dev, skins=[sk for p in r.char_posers for sk in p.skins])
-    cams = cameras_from_targets(r.targets, dev)
-    sun = sun_from_node(r.sun, r.scene, 512, r.look.shadow_pcf_taps, dev)
+    geo, cams, sun = _on_cuda(sample_level_pair[4])
     out = {}
     for kernel in ("torch", "triton"):
         monkeypatch.setattr(raster, "KERNEL", kernel)
@@ -344,16 +349,8 @@ def test_cuda_gbuffer_matches_the_cpu_reference(sample_level_pair):
     coverage and depth, the material planes within float rounding."""
     if not torch.cuda.is_available():
         pytest.fail("no CUDA device: run the gpu tests on a GPU machine")
-    from stages.engine.compute.cameras import cameras_from_targets, sun_from_node
-    from stages.engine.compute.gbuffer import GBufferRenderer
-    from stages.engine.compute.scene_geometry import SceneGeometry
-
-    _, ref, _, _, r, _, _ = sample_level_pair
-    dev = torch.device("cuda")
-    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
-                        device=dev, skins=[sk for p in r.char_posers for sk in p.skins])
-    cams = cameras_from_targets(r.targets, dev)
-    sun = sun_from_node(r.sun, r.scene, 512, r.look.shadow_pcf_taps, dev)
+    ref = sample_level_pair[1]
+    geo, cams, sun = _on_cuda(sample_level_pair[4])
     gb = GBufferRenderer(geo, W, H).render(cams, sun)
     gb2 = GBufferRenderer(geo, W, H).render(cams, sun)
     assert torch.equal(gb.depth, gb2.depth) and torch.equal(gb.albedo, gb2.albedo)
