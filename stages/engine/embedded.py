@@ -1,10 +1,8 @@
 """The embedded engine adapter: Panda3D scene graph + its Bullet physics, no window in Stage I.
 
-Level meshes become static triangle-mesh collision (added without duplicate-vertex removal:
-0.3 s instead of 30 s for the 125k-triangle monastery); nodes tagged ``dynamic`` become rigid
-bodies with their ``mass``. The character is a capsule moved by a sweep-based collide-and-slide
-controller (``sweepTestClosest``): Panda3D's own BulletCharacterControllerNode sticks on 0.2 m
-steps and slides on 20° slopes.
+Levels become Bullet collision in ``stages.engine.level_collision``. The character is a capsule
+moved by a sweep-based collide-and-slide controller (``sweepTestClosest``): Panda3D's own
+BulletCharacterControllerNode sticks on 0.2 m steps and slides on 20° slopes.
 
 Controller, per tick:
 1. grounded: step up by the step height, sweep the horizontal move (sliding along what it hits,
@@ -25,8 +23,8 @@ import math
 from typing import Any
 
 from ..core.engine_types import CharacterSpec, CharacterState, LevelInfo, RayHit, Vec3
-from ..core.spawns import is_start_node
-from .models import _configure_panda, is_collision_only, is_render_only, load_model
+from .level_collision import build_level
+from .models import _configure_panda, load_model
 from .slope_limit import climbs_steep
 
 GRAVITY = 9.81
@@ -88,91 +86,12 @@ class EmbeddedEngine:
 
     def load_level(self, path: str, level_id: str, scale: float = 1.0,
                    up_axis: str | None = None) -> LevelInfo:
-        from panda3d.bullet import (
-            BulletBoxShape,
-            BulletRigidBodyNode,
-            BulletTriangleMesh,
-            BulletTriangleMeshShape,
-        )
-        from panda3d.core import GeomNode, LightLensNode
-
         self._unload_level()
         model = self.load_model(path, scale, up_axis)
         model.reparentTo(self.render)
         self.level_np = model
-        info = LevelInfo(level_id=level_id, bounds_min=(0, 0, 0), bounds_max=(0, 0, 0))
-        # markers before flattening: an empty node's transform does not survive it
-        for n in model.findAllMatches("**"):
-            p = n.getPos(self.render)
-            tags = {k: n.getTag(k) for k in n.getTagKeys()}
-            if is_start_node(n.getName(), tags):  # names and tags: stages.core.spawns
-                info.player_starts.append(((p.x, p.y, p.z), n.getH(self.render) % 360.0))
-            elif tags.get("role") == "poi":
-                info.pois.append((p.x, p.y, p.z))
-        model.flattenLight()  # bake the import transforms into vertices (keeps node names)
-        removed = []
-        for cam in model.findAllMatches("**/+Camera"):
-            if cam.node().isOfType(LightLensNode.getClassType()):
-                continue  # a directional or spot light is a Camera subclass (shadow lens)
-            removed.append(f"camera:{cam.getName()}")
-            cam.removeNode()
-        dynamic = list(model.findAllMatches("**/=dynamic"))
-        for prop in dynamic:
-            lo, hi = prop.getTightBounds(self.render)
-            half = (hi - lo) * 0.5
-            centre = (lo + hi) * 0.5
-            body = BulletRigidBodyNode(f"prop:{prop.getName()}")
-            try:
-                mass = float(prop.getTag("mass") or 10.0)
-            except ValueError:
-                mass = 10.0
-            body.setMass(max(mass, 0.1))
-            body.addShape(BulletBoxShape(self._P(max(half.x, 0.02), max(half.y, 0.02),
-                                                 max(half.z, 0.02))))
-            body.setFriction(0.6)
-            body.setDeactivationEnabled(False)
-            body_np = self.render.attachNewNode(body)
-            body_np.setPos(centre)
-            prop.wrtReparentTo(body_np)
-            self.world.attachRigidBody(body)
-            self._props.append(body_np)
-        mesh = BulletTriangleMesh()
-        tris = 0
-        for gnp in model.findAllMatches("**/+GeomNode"):
-            gnode = gnp.node()
-            assert isinstance(gnode, GeomNode)
-            if is_render_only(gnp):
-                continue  # drawn, never collides
-            if is_collision_only(gnp):
-                gnp.hide()  # collides, never drawn
-            ts = gnp.getTransform(self.render)
-            for i in range(gnode.getNumGeoms()):
-                geom = gnode.getGeom(i)
-                mesh.addGeom(geom, False, ts)
-                for j in range(geom.getNumPrimitives()):
-                    tris += geom.getPrimitive(j).getNumFaces()
-        info.triangles = tris
-        info.dynamic_props = len(dynamic)
-        if tris:
-            body = BulletRigidBodyNode(f"level:{level_id}")
-            body.addShape(BulletTriangleMeshShape(mesh, dynamic=False))
-            body.setFriction(0.8)
-            self.render.attachNewNode(body)
-            self.world.attachRigidBody(body)
-            self._level_bodies.append(body)
-        bounds = model.getTightBounds(self.render)
-        if bounds:
-            lo, hi = bounds
-            info.bounds_min = (lo.x, lo.y, lo.z)
-            info.bounds_max = (hi.x, hi.y, hi.z)
-        for gnp in model.findAllMatches("**/+GeomNode"):
-            b = gnp.getTightBounds(self.render)
-            if b and gnp.getTag("dynamic") == "":
-                size = b[1] - b[0]
-                if max(size.x, size.y) > 3.0 and size.z > 1.0:
-                    c = (b[0] + b[1]) * 0.5
-                    info.large_objects.append((c.x, c.y, b[1].z))
-        info.removed = removed
+        info, self._level_bodies, self._props = build_level(model, level_id, self.render,
+                                                            self.world)
         return info
 
     def _unload_level(self) -> None:
