@@ -345,7 +345,7 @@ def test_bind_pose_matches_panda3d_skinning_the_loaded_model(tmp_path, make):
 def test_joint_name_conventions_give_kind_and_facing(tmp_path, convention, facing):
     """Godot/Unity humanoid, Blender Rigify, 3ds Max Biped and the Unreal mannequin's names, in
     an A-pose turned four ways: humanoid by names, forward by left/right pairs."""
-    from stages.core.character_guess import analyse_skeleton, yaw_for_forward
+    from stages.core.skeleton_guess import analyse_skeleton, yaw_for_forward
 
     names = CONVENTIONS[convention]
     assert set(names) == set(BIPED)

@@ -25,14 +25,11 @@ import pandas as pd
 from ..config import InventoryConfig
 from ..core.actions import ACTIONS, resolve_animation_map
 from ..core.character_guess import (
-    analyse_skeleton,
     clip_display_name,
     guess_forward,
     guess_kind,
     guess_units,
     map_clips,
-    skeleton_match,
-    yaw_for_forward,
 )
 from ..core.characters import LOCOMOTION_MODES, capsule_from_bounds, step_height_for
 from ..core.levels import name_for
@@ -43,6 +40,7 @@ from ..core.model_probe import (
     probe_model,
     unreal_package_problem,
 )
+from ..core.skeleton_guess import analyse_skeleton, skeleton_match, yaw_for_forward
 
 CHARACTER_COLUMNS = [
     "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
@@ -141,7 +139,7 @@ def discover(root: Path, model_files: list[Path], sidecar_dirs: set[Path],
     An egg clip file goes with the model beside it (several models in one folder: the one whose
     name shares its longest prefix); a glTF clip-only file (no mesh: Mixamo's "without skin"
     downloads) goes with the nearby character whose skeleton it fits best (joint names and
-    hierarchy, ``core.character_guess.skeleton_match``), and with none when none fits."""
+    hierarchy, ``core.skeleton_guess.skeleton_match``), and with none when none fits."""
     models: list[Path] = []
     clip_of: dict[Path, list[str]] = {}
     owned: set[Path] = set()
