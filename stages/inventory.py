@@ -36,13 +36,8 @@ from .core.levels import classify_by_name, disabled_reason, name_for
 from .core.model_probe import ProbeError, model_format, unreal_package_problem
 from .core.spawns import parse_starts
 from .parquet_io import write_parquet
-from .shared.inventory_characters import (
-    _Probes,
-    characters_table,
-    discover,
-    probe_file,
-    skipped_table,
-)
+from .shared.character_discovery import discover, skipped_table
+from .shared.inventory_characters import _Probes, characters_table, probe_file
 from .shared.library_walk import Entry, group_by_pack, walk_library
 
 LEVEL_COLUMNS = [

@@ -1,7 +1,7 @@
 """Characters of the inventory (paper §4.1): found by a ``character.json`` sidecar, or without one
 from the files themselves — a skinned model (egg with joints, glTF with a skin) and its
 animation clips (clip files beside it, in an ``anims``/``animations`` folder beside it, or clips
-inside the model).
+inside the model; that discovery is ``shared.character_discovery``).
 
 For every character the same record is built: clips mapped to the nine actions (by their
 names, then the fallback chain of ``core.actions``), capsule from the bind-pose bounds × the
@@ -40,7 +40,8 @@ from ..core.model_probe import (
     probe_model,
     unreal_package_problem,
 )
-from ..core.skeleton_guess import analyse_skeleton, skeleton_match, yaw_for_forward
+from ..core.skeleton_guess import analyse_skeleton, yaw_for_forward
+from .character_discovery import MODEL_FORMATS, clip_files_near, discover
 
 CHARACTER_COLUMNS = [
     "character_id", "pack", "name", "path", "model_path", "kind", "ok", "reason", "locomotion",
@@ -50,10 +51,6 @@ CHARACTER_COLUMNS = [
     "guesses", "up_axis", "coordinate_system", "coordinate_system_source", "ground_offset_m",
     "root_motion_json",
 ]
-SKIPPED_COLUMNS = ["path", "pack", "reason", "detail"]
-SKELETON_MATCH_MIN = 0.6  # a clip-only file goes with a character whose skeleton fits this well
-MODEL_FORMATS = ("egg", "egg.pz", "glb", "gltf", "fbx")
-CLIP_FOLDERS = ("anims", "animations", "anim", "clips")
 SIDECAR_KEYS = ("name", "model", "kind", "animations", "scale", "yaw_correction_deg",
                 "walk_speed", "locomotion", "height_offset_m", "up_axis")
 
@@ -98,124 +95,6 @@ class _Probes:
         if isinstance(hit, ProbeError):
             raise hit
         return hit
-
-
-def _clip_files_near(model: Path, files: list[Path], probe: Callable[[Path], ModelProbe]
-                     ) -> list[str]:
-    """Animation-only files beside the model or in a clip folder beside it, as paths relative
-    to the model's folder (how Stage II finds them). With several models in one folder a clip
-    goes with the model whose name shares its longest prefix."""
-    folder = model.parent
-    out = []
-    for f in files:
-        if f == model or model_format(f) not in MODEL_FORMATS:
-            continue
-        if f.parent != folder and not (f.parent.parent == folder
-                                       and f.parent.name.lower() in CLIP_FOLDERS):
-            continue
-        try:
-            if probe(f).animation_only:
-                out.append(str(f.relative_to(folder)))
-        except ProbeError:
-            continue
-    return sorted(out)
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a.lower(), b.lower(), strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def discover(root: Path, model_files: list[Path], sidecar_dirs: set[Path],
-             probe: Callable[[Path], ModelProbe]) -> tuple[list[Path], dict[Path, list[str]],
-                                                           set[Path]]:
-    """(skinned models without a sidecar, their clip files, every file that belongs to a
-    character: models and clips, sidecar folders' models included) among ``model_files``.
-
-    An egg clip file goes with the model beside it (several models in one folder: the one whose
-    name shares its longest prefix); a glTF clip-only file (no mesh: Mixamo's "without skin"
-    downloads) goes with the nearby character whose skeleton it fits best (joint names and
-    hierarchy, ``core.skeleton_guess.skeleton_match``), and with none when none fits."""
-    models: list[Path] = []
-    clip_of: dict[Path, list[str]] = {}
-    owned: set[Path] = set()
-    for f in model_files:
-        if any(d == f.parent or d in f.parents for d in sidecar_dirs):
-            owned.add(f)
-            continue
-        if model_format(f) not in MODEL_FORMATS:
-            continue
-        try:
-            p = probe(f)
-        except ProbeError:
-            continue
-        if p.skinned and not p.animation_only:
-            models.append(f)
-    gltf_claims: dict[Path, tuple[float, Path]] = {}
-    for m in models:
-        clips = _clip_files_near(m, model_files, probe)
-        if sum(1 for o in models if o.parent == m.parent) > 1:
-            clips = [c for c in clips if model_format(m.parent / c) not in ("glb", "gltf")
-                     and max(_common_prefix(Path(c).name, o.name) for o in models
-                             if o.parent == m.parent) == _common_prefix(Path(c).name, m.name)]
-        else:
-            clips = [c for c in clips if model_format(m.parent / c) not in ("glb", "gltf")]
-        clip_of[m] = clips
-        owned.add(m)
-        owned.update(m.parent / c for c in clips)
-        for c in _clip_files_near(m, model_files, probe):
-            f = m.parent / c
-            if model_format(f) not in ("glb", "gltf"):
-                continue
-            score = skeleton_match(probe(m).joint_parents, probe(f).joint_parents)
-            if score >= SKELETON_MATCH_MIN and score > gltf_claims.get(f, (0.0, m))[0]:
-                gltf_claims[f] = (score, m)
-    for f, (_, m) in sorted(gltf_claims.items()):
-        clip_of[m].append(str(f.relative_to(m.parent)))
-        owned.add(f)
-    for m in models:
-        clip_of[m].sort()
-    return models, clip_of, owned
-
-
-def skipped_table(root: Path, files: list[Path], used: set[Path],
-                  probe: Callable[[Path], ModelProbe]) -> pd.DataFrame:
-    """A row for every model file that is neither a level, a character nor one of a
-    character's clips, with the reason: nothing in the library is dropped in silence."""
-    rows = []
-    for f in sorted(files):
-        if f in used or model_format(f) is None:
-            continue
-        rel = str(f.relative_to(root))
-        pack = Path(rel).parts[0] if len(Path(rel).parts) > 1 else ""
-        try:
-            p = probe(f)
-        except ProbeError as exc:
-            what = exc.detail if exc.reason == "unreadable" else f"{exc.reason}: {exc.detail}"
-            rows.append({"path": rel, "pack": pack, "reason": f"unreadable: {what[:200]}",
-                         "detail": exc.detail})
-            continue
-        if p.animation_only:
-            reason, detail = ("clip-only file, no character with its skeleton",
-                              f"{len(p.joints)} joints, clips {p.animations[:5]}; no skinned "
-                              f"model beside it (or in its folder's parent) has a skeleton that "
-                              f"fits {SKELETON_MATCH_MIN:.0%} of it")
-        elif p.unskinned_animation and not p.skinned:
-            reason, detail = (f"animated without skin ({p.unskinned_animation})",
-                              f"clips {p.animations[:5]}: the engine animates characters "
-                              "through skins only, and a small animated model is no level")
-        elif p.skinned:
-            reason, detail = "skinned model in a character folder, not used", \
-                "a character.json beside it names another model"
-        else:
-            reason, detail = "model in a character folder", \
-                "a prop or part of a character pack: neither a level nor a character"
-        rows.append({"path": rel, "pack": pack, "reason": reason, "detail": detail})
-    return pd.DataFrame(rows, columns=SKIPPED_COLUMNS)
 
 
 def _as_float(manifest: dict, key: str, default: float, where: str) -> float:
@@ -403,7 +282,7 @@ def characters_table(root: Path, cfg: InventoryConfig, entries: list[Any],
             if "model" not in m:
                 raise ValueError("missing key 'model' (model file next to character.json)")
             model = e.path.parent / str(m["model"])
-            clips = _clip_files_near(model, files, probe) if model.is_file() else []
+            clips = clip_files_near(model, files, probe) if model.is_file() else []
             row = character_row(root, cfg, pack, e.rel, model, m, clips, probe)
         except ProbeError as exc:
             row.update(reason=f"model_{exc.reason}", kind=row.get("kind") or "unknown")
