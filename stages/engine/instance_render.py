@@ -6,90 +6,23 @@ that runs it is :mod:`stages.engine.render_worker`."""
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from ..core import replay
 from ..core.asset_guard import AssetInputError, check_model_file
-from ..core.trajectory import PROP_COLUMNS, VIEWS, TrajectoryError, validate, validate_props
+from ..core.trajectory import VIEWS
 from .gt_output import GroundTruthOutput
 from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
 from .render_settings import RenderSettings
-from .stage2 import Stage2Failure
+from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, prop_table
 
-# kept importable from here for callers of the old path
+# kept importable from here for callers of the old path (tests also import _Fail, _load_traj,
+# _resolve and _level_up_axis from here: stages.engine.replay_inputs)
 __all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
-
-
-class _Fail(Stage2Failure):
-    """A Stage II failure of the embedded renderer."""
-
-
-def _resolve(p: str, base: Path, path_map: dict[str, str] | None = None) -> Path:
-    """The file to read for a path recorded in a trajectory: relative to ``base``, then moved
-    to the slot's staged copy when one of ``path_map``'s prefixes matches (§5.3)."""
-    q = Path(p)
-    q = q if q.is_absolute() else base / q
-    for src, dst in (path_map or {}).items():
-        try:
-            return Path(dst) / q.relative_to(src)
-        except ValueError:
-            continue
-    return q
-
-
-def _load_traj(traj_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict, pd.DataFrame]:
-    try:
-        frames = pd.read_parquet(traj_dir / "frames.parquet")
-        cams = pd.read_parquet(traj_dir / "cameras.parquet")
-        meta = json.loads((traj_dir / "meta.json").read_text())
-        pp = traj_dir / "props.parquet"
-        props = (pd.read_parquet(pp) if pp.is_file() else
-                 pd.DataFrame({c: [] for c in PROP_COLUMNS}))
-    except (OSError, ValueError) as exc:
-        raise _Fail("invalid_trajectory", f"{traj_dir}: {exc}") from None
-    try:
-        validate({str(c): frames[c].tolist() for c in frames},
-                 {str(c): cams[c].tolist() for c in cams}, meta)
-        validate_props({str(c): props[c].tolist() for c in props}, len(frames))
-    except TrajectoryError as exc:
-        raise _Fail("invalid_trajectory", f"{traj_dir}/{exc}") from None
-    return frames, cams, meta, props
-
-
-def prop_table(props: pd.DataFrame, names: list[str], n: int
-               ) -> list[list[tuple[tuple[float, float, float], tuple[float, ...]]]] | None:
-    """Per frame, per prop of the loaded level: (pos, quat). None when nothing was recorded
-    (a v1 trajectory). The recorded props must be the level's dynamic props, in order."""
-    if props.empty:
-        return None
-    rec = props.drop_duplicates("prop_index").sort_values("prop_index")
-    got = [str(x) for x in rec["prop"]]
-    if got != names:
-        raise _Fail("invalid_trajectory", f"props.parquet: props {got} do not match the "
-                    f"level's dynamic props {names}")
-    props = props.sort_values(["frame", "prop_index"])
-    pos = props[["pos_x", "pos_y", "pos_z"]].to_numpy().reshape(n, len(names), 3)
-    rot = props[["rot_w", "rot_x", "rot_y", "rot_z"]].to_numpy().reshape(n, len(names), 4)
-    return [[(tuple(pos[f, k]), tuple(rot[f, k])) for k in range(len(names))]
-            for f in range(n)]
-
-
-def _level_up_axis(meta: dict, path: Path) -> str | None:
-    """The level's coordinate-system override as the engine takes it. Trajectories before
-    contract v3 stored the pack's ``up_axis`` hint ("Z" by default), which the loader ignored
-    for glTF (always Y-up) and applied to other formats; read that way, not as an override."""
-    up = (meta.get("level") or {}).get("up_axis")
-    version = meta.get("schema_version", 3)
-    if isinstance(version, int) and version < 3 and path.suffix.lower() in (".glb", ".gltf"):
-        return None
-    return up
 
 
 HEARTBEAT = "heartbeat"  # touched while frames are made (node runner's stall check)
