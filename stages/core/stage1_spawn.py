@@ -1,5 +1,5 @@
 """The spawn states of the Stage I controller (paper §6.1): pick a candidate, wait for its
-streamed world, find its floor, drop the character, let it settle and warm up.
+streamed world, find its floor, drop the character, let it settle, warm it up.
 
 Standard library only.
 """

@@ -1,4 +1,4 @@
-"""GLSL 330 sources of Stage II's look (``engine.pbr`` says what they do and why our own)."""
+"""GLSL 330 sources of Stage II's look (``engine.pbr`` says what they do, why our own)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Level rows of the inventory (paper §4.1): every candidate level of an asset library, with its
-pack's content directory, kind, ``enabled`` and reason, sizes, counts and per-level overrides.
+pack's content directory, kind, ``enabled``, reason, sizes, counts, per-level overrides.
 
 The kind heuristics are ``stages.core.levels``; model files beside a ``character.json``, under
 ``Characters/``, ``Animations/`` or ``__ExternalActors__/`` folders, or claimed by a discovered
