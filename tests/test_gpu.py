@@ -63,6 +63,40 @@ def test_node_runner_on_one_gpu_renders_on_that_gpu(trajs, tmp_path):
         assert d["gl_device_uuid"] in (None, gpu.uuid), d
 
 
+def test_real_cuda_oom_and_device_assert_through_the_node_runner(trajs, tmp_path,
+                                                                 monkeypatch):
+    """On the GPU the fault injection is real: torch asks the CUDA allocator for 1 PiB
+    (``gpu_oom``: retried once fewer slots share GPU 0) and a kernel indexes out of range (a
+    device-side assert: ``gpu_error``, only that process ends; retries as for any error)."""
+    import dataclasses
+
+    from stages.cluster.lifecycle import render_trajectories
+    from stages.config import load_params
+
+    _gpus()
+    base = ["node.gpus=[0]", "node.slots_per_gpu=2", "node.retries=1"]
+    once = tmp_path / "once.txt"
+    runs = {}
+    for name, fault in (("oom", {"oom": {"stage": "render", "level": "*", "times": 1,
+                                           "count_file": str(once)}}),
+                        ("err", {"gpu_error": {"stage": "render", "level": "*"}})):
+        monkeypatch.setenv("WMFORGE_FAULT_INJECTION", json.dumps(fault))
+        cfg = load_params(overrides=[*base, f"node.work_dir={tmp_path}/{name}/work",
+                                     f"node.snapshot_dir={tmp_path}/{name}/snap"])
+        cfg = dataclasses.replace(cfg, render=small_render_cfg())
+        lines: list[str] = []
+        runs[name] = (*render_trajectories(cfg, trajs, tmp_path / name / "r", cfg.render,
+                                           library=trajs.parent, log=lines.append), lines)
+    index, fails, lines = runs["oom"]
+    assert fails.empty, fails.to_string()
+    assert len(index) == 3 and len(once.read_text().split()) == 1
+    assert any("gpu_oom" in m and "gpu0" in m and "running slots 2 -> 1" in m for m in lines)
+    index, fails, lines = runs["err"]
+    assert len(index) == 0 and set(fails["reason"]) == {"gpu_error"}
+    assert "device-side assert" in fails["detail"].iloc[0]
+    assert "standin" not in " ".join(fails["detail"])
+
+
 def test_laion_scorer_on_cuda_matches_the_cpu(tmp_path):
     torch = pytest.importorskip("torch")
     open_clip = pytest.importorskip("open_clip")

@@ -27,10 +27,9 @@ from .keys import (
 )
 from .lifetimes import try_lock
 from .node_context import NodeContext
-from .node_runner import python_argv, stale_tmp_dirs
 from .recovery import finished, level_parts, recover_instance
 from .row_readers import is_interior, level_dir_name, level_overrides, optional_number
-from .steps import Step, StepResult
+from .steps import Step, StepResult, python_argv, stale_tmp_dirs
 
 
 def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:

@@ -28,10 +28,10 @@ from ..config import RenderConfig, WmforgeConfig
 from .keys import AssetDigests, pack_dir
 from .level_unit import LevelUnit, spread
 from .node_context import NodeContext
-from .node_runner import NodeRunner, stale_tmp_dirs
+from .node_runner import NodeRunner
 from .recovery import finished, recover_all
 from .row_readers import character_specs, level_dir_name
-from .steps import UnitFailure
+from .steps import UnitFailure, stale_tmp_dirs
 
 __all__ = ["LevelUnit", "NodeContext", "character_specs", "level_dir_name", "make_trajectories",
            "render_trajectories", "run_levels"]

@@ -10,7 +10,8 @@ The runner reads only progress logs and output sizes. A step whose progress log,
 heartbeat have not changed for ``stall_timeout_s`` is killed as a group (reason ``stalled``);
 one past its time limit likewise (``timeout``). A failed step leaves a snapshot, its partial
 outputs are recovered, and it is retried in a fresh process up to ``retries`` times; then the
-unit records a failure row and is not retried again in this run.
+unit records a failure row and is not retried again in this run. An engine that runs out of
+device memory is retried once fewer slots share its device (:mod:`.slot_limits`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import NodeConfig
+from ..core.device_faults import EXIT_REASONS, OOM_REASONS
 from ..core.progress import COMPLETE, parse_progress
 from .board import SlotBoard, SlotView
 from .gpus import SlotPlan, plan_slots, slot_env
-from .lifetimes import AncestorWatch, kill_group, pid_alive, spawn_group, try_lock
+from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
+from .slot_limits import SlotLimits, group_of
 from .snapshots import write_snapshot
 from .steps import Step, StepResult, Unit, UnitFailure
 
@@ -60,6 +62,8 @@ class _Slot:
     unit: Unit | None = None
     run: _Running | None = None
     attempts: dict[str, int] = field(default_factory=dict)
+    oom_retries: dict[str, int] = field(default_factory=dict)  # not counted as retries
+    waiting: bool = False  # its next step waits for its device's limit
 
 
 class NodeRunner:
@@ -79,6 +83,7 @@ class NodeRunner:
         self._stop = ""
         self._watch = AncestorWatch(watch_ancestors or [], self._orphaned)
         self._claim_slots(plans)
+        self.limits = SlotLimits.of([s.plan for s in self.slots])
 
     # ------------------------------------------------------------------ slots
 
@@ -128,6 +133,8 @@ class NodeRunner:
                 for slot in self.slots:
                     if slot.unit is None and queue:
                         self._assign(slot, queue.popleft())
+                    elif slot.waiting:
+                        self._next(slot)
                     if slot.run is not None:
                         self._poll(slot)
                 views = [self._view(s) for s in self.slots]
@@ -159,7 +166,7 @@ class NodeRunner:
         tmp = f.with_name(f".slots.json.{os.getpid()}")
         try:
             tmp.write_text(json.dumps({"updated": now, "pid": os.getpid(), "queued": queued,
-                                       "slots": rows}))
+                                       "slots": rows, "running_limits": self.limits.limit}))
             tmp.replace(f)
         except OSError:
             return  # a full disk must not stop the runner; health says the file is old
@@ -192,7 +199,7 @@ class NodeRunner:
                 kill_group(slot.run.proc)
 
     def _assign(self, slot: _Slot, unit: Unit) -> None:
-        slot.unit, slot.attempts = unit, {}
+        slot.unit, slot.attempts, slot.oom_retries = unit, {}, {}
         try:
             unit.stage(slot.folder)
         except OSError as exc:
@@ -203,6 +210,9 @@ class NodeRunner:
 
     def _next(self, slot: _Slot) -> None:
         assert slot.unit is not None
+        slot.waiting = not self.limits.may_start(slot.plan)
+        if slot.waiting:  # its device is at its limit after an out-of-memory (slot_limits)
+            return
         step = slot.unit.next_step(slot.plan, slot.folder, self.instance_id())
         if step is None:
             self._finish_unit(slot)
@@ -219,6 +229,7 @@ class NodeRunner:
         finally:
             if step.owner is not None:
                 step.owner.close()  # the engine process holds it now, for as long as it lives
+        self.limits.started(slot.plan)
         now = time.monotonic()
         slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now,
                             wall_start=time.time())
@@ -281,6 +292,7 @@ class NodeRunner:
 
     def _ended(self, slot: _Slot, run: _Running, rc: int) -> None:
         step = run.step
+        peak = self.limits.ended(slot.plan)
         done = len(self._progress(step))
         marker = (step.folder / COMPLETE).exists()
         sig_name = ""
@@ -295,6 +307,8 @@ class NodeRunner:
                       else f"over its {step.timeout_s:.0f} s limit")
         elif rc < 0:
             reason, detail = "engine_crashed", f"killed by {sig_name}"
+        elif rc in EXIT_REASONS:  # a device fault the engine classified (core.device_faults)
+            reason, detail = EXIT_REASONS[rc], f"exit code {rc}: {self._tail(step.log)}"
         elif rc > 0:
             reason, detail = "engine_error", f"exit code {rc}: {self._tail(step.log)}"
         elif not marker:
@@ -305,7 +319,13 @@ class NodeRunner:
                          run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
                          ended=time.time())
         slot.run = None
-        res.final = bool(reason) and run.attempt > self.cfg.retries
+        oom = self._oom_rule(slot, step.kind, reason, peak) if reason in OOM_REASONS else None
+        if oom == "final":
+            res.detail = detail = (f"{detail} (it ran alone on {group_of(slot.plan)}: fewer "
+                                   "slots cannot help)")
+        counted = run.attempt - slot.oom_retries.get(step.kind, 0)
+        res.final = oom == "final" or (bool(reason) and oom is None
+                                       and counted > self.cfg.retries)
         if reason:
             res.snapshot = str(write_snapshot(
                 self.snapshot_root / self.node_id / step.instance, step=step, result=res,
@@ -319,6 +339,16 @@ class NodeRunner:
         if res.final:
             self._unit_failed(slot, step.kind, reason, detail, run.attempt, res.snapshot)
         self._next(slot)
+
+    def _oom_rule(self, slot: _Slot, kind: str, reason: str, peak: int) -> str:
+        """``retry`` (the device's limit fell; the retry is not counted) or ``final``."""
+        line = self.limits.on_oom(slot.plan, peak)
+        if not line:
+            return "final"
+        assert slot.unit is not None
+        slot.oom_retries[kind] = slot.oom_retries.get(kind, 0) + 1
+        self.log(f"node: {slot.plan.slot}: {slot.unit.level_id}: {kind}: {reason}: {line}")
+        return "retry"
 
     def _unit_failed(self, slot: _Slot, stage: str, reason: str, detail: str, attempts: int,
                      snapshot: str) -> None:
@@ -349,9 +379,10 @@ class NodeRunner:
     def _view(self, slot: _Slot) -> SlotView:
         run = slot.run
         if run is None:
+            state = ("idle" if slot.unit is None else
+                     f"waiting for {group_of(slot.plan)}" if slot.waiting else "staging")
             return SlotView(slot.plan.slot, slot.plan.gpu.index if slot.plan.gpu else None,
-                            slot.unit.level_id if slot.unit else "", "idle"
-                            if slot.unit is None else "staging", 0, 0, 0, 0.0)
+                            slot.unit.level_id if slot.unit else "", state, 0, 0, 0, 0.0)
         prog = self._progress(run.step)
         frames = sum(f for f, _ in prog.values())
         return SlotView(slot.plan.slot, slot.plan.gpu.index if slot.plan.gpu else None,
@@ -359,19 +390,3 @@ class NodeRunner:
                                                             if run.attempt > 1 else ""),
                         len(prog), run.step.total, frames, time.monotonic() - run.started)
 
-
-def stale_tmp_dirs(root: Path) -> list[Path]:
-    """Stage I's private ``.<traj>.tmp-<pid>`` folders whose writer is dead."""
-    out = []
-    for p in root.glob("*/.*.tmp-*"):
-        try:
-            pid = int(p.name.rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if not pid_alive(pid):
-            out.append(p)
-    return out
-
-
-def python_argv(module: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", module, *args]

@@ -3,11 +3,13 @@ watch), its result, a unit of work (protocol) and a unit's final failure."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
 from .gpus import SlotPlan
+from .lifetimes import pid_alive
 
 
 @dataclass
@@ -33,7 +35,8 @@ class Step:
 class StepResult:
     step: Step
     ok: bool
-    reason: str  # "" when ok; stalled, timeout, engine_crashed, engine_error, no_completion
+    reason: str  # "" when ok; stalled, timeout, engine_crashed, engine_error, no_completion,
+    # gpu_oom, host_oom, gpu_error (core.device_faults)
     exit_code: int | None
     signal_name: str
     detail: str
@@ -72,3 +75,20 @@ class UnitFailure:
     detail: str
     attempts: int
     snapshot: str
+
+
+def stale_tmp_dirs(root: Path) -> list[Path]:
+    """Stage I's private ``.<traj>.tmp-<pid>`` folders whose writer is dead."""
+    out = []
+    for p in root.glob("*/.*.tmp-*"):
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if not pid_alive(pid):
+            out.append(p)
+    return out
+
+
+def python_argv(module: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", module, *args]

@@ -9,6 +9,17 @@ checkpoints and, when an entry matches, really does the fault:
   finished trajectories the process stays alive but stops advancing (sleeps), so only the
   runner's stall timeout can end it.
 
+- ``{"oom": {"stage": "render", "level": "Pack/Level", "times": 1, "count_file": "…"}}``:
+  when the process starts that level it really asks an allocator for 1 PiB: torch on the GPU
+  where it sees one (``torch.OutOfMemoryError``: ``gpu_oom``), else on the host (the CPU
+  allocator's "can't allocate memory": ``host_oom``). With ``times`` and ``count_file``, only
+  the first ``times`` starts of that level do (counted in the file); else every start
+  (a list of such entries for several levels);
+- ``{"gpu_error": {"stage": "render", "level": "…"}}``: on a CUDA machine a real
+  device-side assert (a kernel indexes out of range; the context is broken after it); on a
+  machine without CUDA a stand-in, named ``gpu_error_standin`` in its message, that raises
+  the CUDA runtime's message for it (no GPU here can fail).
+
 ``stage`` is ``stage1`` or ``render``; ``level`` may be ``"*"``.
 """
 
@@ -43,9 +54,51 @@ def at(stage: str, level: str, finished: int = 0) -> None:
     if isinstance(crash, dict) and _matches(crash, stage, level) and finished == 0:
         print(f"fault injection: crashing on {level} ({stage})", flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
+    for kind, fault in (("oom", _oom), ("gpu_error", _gpu_error)):
+        entries = doc.get(kind)
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if (isinstance(entry, dict) and _matches(entry, stage, level) and finished == 0
+                    and _counted(entry)):
+                print(f"fault injection: {kind} on {level} ({stage})", flush=True)
+                fault()
     stall = doc.get("stall")
     if (isinstance(stall, dict) and _matches(stall, stage, level)
             and finished >= int(stall.get("after", 0))):
         print(f"fault injection: stalling on {level} ({stage}) after {finished}", flush=True)
         while True:
             time.sleep(3600)
+
+
+def _counted(entry: dict) -> bool:
+    """Whether this start is one of the entry's first ``times`` (every start without it)."""
+    if "times" not in entry:
+        return True
+    f = entry["count_file"]
+    try:
+        with open(f) as fh:
+            n = len(fh.read().split())
+    except FileNotFoundError:
+        n = 0
+    if n >= int(entry["times"]):
+        return False
+    with open(f, "a") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return True
+
+
+def _oom() -> None:
+    import torch
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.empty(2**50, dtype=torch.uint8, device=dev)  # 1 PiB: no device or host has it
+
+
+def _gpu_error() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered "
+                           "[gpu_error_standin: fault injection on a machine without CUDA]")
+    x = torch.zeros(4, device="cuda")
+    x[torch.tensor([1 << 20], device="cuda")] = 1.0  # out of range inside the kernel
+    torch.cuda.synchronize()

@@ -6,7 +6,9 @@ Run by a node-runner slot as ``python -m stages.engine.render_worker <instance>`
 no other run recovers or deletes the instance under it), opens the slot's GPU (checked,
 :mod:`stages.engine.device`), appends one progress line per finished trajectory and writes
 ``COMPLETE`` only after a normal shutdown. A trajectory that cannot be rendered is a line in
-``failures.jsonl`` with a reason; the instance goes on.
+``failures.jsonl`` with a reason; the instance goes on. A device fault (out of GPU or host
+memory, a driver or CUDA error) ends the process with its own exit code instead, keeping the
+finished trajectories, for the node runner to retry (:mod:`stages.core.device_faults`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.device_faults import classify, exit_on_device_fault
 from ..core.progress import COMPLETE, append_progress, read_progress
 from ..core.trajectory import VIEWS
 from .instance_render import InstanceRenderer
@@ -86,6 +89,9 @@ def worker(inst: Path) -> int:
         try:
             rmeta = ir.render(Path(job["traj_dir"]), name, job["key"])
         except Exception as exc:  # noqa: BLE001 - one bad trajectory never stops the instance
+            if classify(exc):  # ... but a device fault stops the process (core.device_faults)
+                shutil.rmtree(inst / name, ignore_errors=True)
+                raise
             reason, detail = ((exc.reason, exc.detail) if isinstance(exc, Stage2Failure) else
                               ("render_error", f"{type(exc).__name__}: {exc}"))
             shutil.rmtree(inst / name, ignore_errors=True)
@@ -114,4 +120,4 @@ def worker(inst: Path) -> int:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m stages.engine.render_worker <instance folder>")
-    sys.exit(worker(Path(sys.argv[1])))
+    sys.exit(exit_on_device_fault(lambda: worker(Path(sys.argv[1])), "render"))

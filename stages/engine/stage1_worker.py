@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core.asset_guard import check_model_file
 from ..core.cameras import CameraRigConfig
+from ..core.device_faults import classify, exit_on_device_fault
 from ..core.engine_types import CharacterSpec
 from ..core.progress import COMPLETE, append_progress
 from ..core.stage1 import Stage1Controller
@@ -144,6 +145,8 @@ def run_spec(spec: dict, engine: Any, log=print) -> int:
         try:
             ctrl.tick()
         except Exception as exc:  # noqa: BLE001 - an engine failure is a row, not a crash
+            if classify(exc):  # out of memory or a driver error: the runner retries the process
+                raise
             # deterministic (a level that does not load, a broken asset): not retried
             with open(failures, "a") as f:
                 f.write(json.dumps({"level_id": level, "trajectory": -1, "reason": "load_failed",
@@ -188,4 +191,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_on_device_fault(main, "stage1"))

@@ -28,9 +28,8 @@ import time
 from pathlib import Path
 
 from stages.cluster.gpus import SlotPlan
-from stages.cluster.node_runner import python_argv
 from stages.cluster.recovery import level_parts
-from stages.cluster.steps import Step, StepResult
+from stages.cluster.steps import Step, StepResult, python_argv
 from stages.config import WmforgeConfig
 from stages.core.progress import COMPLETE, PROGRESS, append_progress, read_progress
 

@@ -1,0 +1,87 @@
+"""Device faults through the node runner with real engine processes on this CPU machine: a
+real allocator failure (fault injection asks the CPU allocator for 1 PiB: ``host_oom``, the
+same path as ``gpu_oom``) retried once fewer slots share the device, a lone one a failure row,
+and a CUDA error (a stand-in here, named so; real on a GPU: tests/test_gpu.py) that ends only
+its slot's process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stages.cluster.snapshots import read_snapshots
+from stages.config import load_params
+
+from .test_node_runner import _cfg, _engines
+
+A, B = "CastleCourtyard/Courtyard", "DesertCanyon/Canyon"
+
+
+@pytest.fixture(scope="module")
+def inv(sample_library):
+    from stages.inventory import run_inventory
+
+    return run_inventory(sample_library, load_params().inventory, "overrides.yaml")
+
+
+def _run(inv, library, tmp_path, faults: dict, *over: str):
+    from stages.cluster.lifecycle import run_levels
+
+    levels = inv.levels[inv.levels["level_id"].isin([A, B])]
+    cfg = _cfg(tmp_path, "node.cpu_slots=2", *over)
+    lines: list[str] = []
+    import os
+
+    os.environ["WMFORGE_FAULT_INJECTION"] = json.dumps(faults)
+    try:
+        out = run_levels(cfg, levels, inv.characters, library, tmp_path / "t", tmp_path / "r",
+                         log=lines.append)
+    finally:
+        del os.environ["WMFORGE_FAULT_INJECTION"]
+    return out, lines
+
+
+def test_out_of_memory_is_retried_at_fewer_slots_and_alone_it_is_a_failure_row(
+        inv, sample_library, tmp_path):
+    once = tmp_path / "oom_once.txt"
+    out, lines = _run(inv, sample_library, tmp_path, {"oom": [
+        {"stage": "render", "level": A, "times": 1, "count_file": str(once)},  # fits alone
+        {"stage": "render", "level": B}]},  # never fits
+        "node.retries=2")
+    assert len(once.read_text().split()) == 1  # A's first render start really failed
+    # the device's limit fell from two running processes to one, said in the log
+    assert any("host_oom" in m and "running slots 2 -> 1" in m for m in lines), lines
+    # A was retried (not counted as a retry) and rendered; B, alone, is one failure row
+    assert out["index"]["level_id"].tolist() == [A]
+    f = out["render_failures"]
+    assert f["level_id"].tolist() == [B] and f["reason"].tolist() == ["host_oom"]
+    assert "ran alone on cpu" in f["detail"].iloc[0]
+    assert "can't allocate memory" in f["detail"].iloc[0]
+    steps = out["steps"]
+    r = steps[steps["stage"] == "render"].sort_values("started")
+    assert r[r["level_id"] == A]["reason"].tolist() == ["host_oom", ""]
+    assert r[r["level_id"] == B]["reason"].iloc[-1] == "host_oom"
+    # once the limit fell, no two engine processes of this device ran at the same time
+    fell = steps[steps["reason"] == "host_oom"]["ended"].min()
+    after = steps[steps["started"] >= fell][["started", "ended"]].values.tolist()
+    assert len(after) >= 2
+    assert not any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(after)
+                   for b in after[i + 1:]), after
+    snaps = read_snapshots(tmp_path / "snap")
+    assert {s["reason"] for s in snaps} == {"host_oom"}
+    assert not _engines(str(tmp_path))
+
+
+def test_a_gpu_error_ends_only_its_slot_and_the_retry_rules_apply(inv, sample_library,
+                                                                  tmp_path):
+    out, lines = _run(inv, sample_library, tmp_path,
+                      {"gpu_error": {"stage": "render", "level": A}}, "node.retries=1")
+    f = out["render_failures"]
+    assert f["level_id"].tolist() == [A] and f["reason"].tolist() == ["gpu_error"]
+    assert "after 2 attempts" in f["detail"].iloc[0]
+    assert "gpu_error_standin" in f["detail"].iloc[0]  # named: no GPU here can fail
+    assert out["index"]["level_id"].tolist() == [B]  # the other slot's level rendered
+    snaps = read_snapshots(tmp_path / "snap")
+    assert [s["reason"] for s in snaps] == ["gpu_error", "gpu_error"]
+    assert not _engines(str(tmp_path))
