@@ -291,7 +291,12 @@ class InstanceRenderer:
                              self.s.align_radius_px,
                              float(meta["character"].get("visual_height_m", 1.0)), dz,
                              len(r.prop_names) if ptab is not None else 0)
-        derived = ({"preview": lambda imgs: tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
+        # the compute backend on a GPU hands the views (and the preview) over as yuv420p
+        # planes made on the device (compute.targets); else the preview is tiled here
+        if getattr(r.targets, "yuv", False):
+            r.targets.with_preview = "preview" in writers
+        derived = ({"preview": lambda imgs: imgs["preview"] if "preview" in imgs else
+                    tile_preview({v: imgs[v] for v in VIEWS}, VIEWS)}
                    if "preview" in writers else {})
         encoder = AsyncEncoder(writers, depth=4, derived=derived)
         self.encoder = encoder

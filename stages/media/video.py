@@ -47,8 +47,36 @@ class EncodeSettings:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Yuv420:
+    """One picture already in the stream's yuv420p — BT.601 limited range, chroma sited as
+    swscale's rgb24 conversion makes it (``stages.engine.compute.yuv`` converts on the GPU) —
+    so the encoder thread converts nothing and runs x264 alone."""
+
+    y: np.ndarray  # [H, W] uint8
+    u: np.ndarray  # [H/2, W/2] uint8
+    v: np.ndarray  # [H/2, W/2] uint8
+
+
+def yuv420_frame(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> Any:
+    """A PyAV yuv420p VideoFrame holding these (host) planes, for ``stream.encode``: no
+    conversion is left for the encoder to make."""
+    import av
+
+    h, w = y.shape
+    frame = av.VideoFrame(w, h, "yuv420p")
+    for plane, data in zip(frame.planes, (y, u, v), strict=True):
+        rows, cols = data.shape
+        dst = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
+        if dst.shape[0] < rows or plane.line_size < cols:
+            raise ValueError(f"yuv420 frame: a {cols}x{rows} plane does not fit PyAV's "
+                             f"{plane.line_size}x{dst.shape[0]}")
+        dst[:rows, :cols] = data
+    return frame
+
+
 class VideoWriter:
-    """One MP4, frames pushed one at a time."""
+    """One MP4, frames pushed one at a time (RGB, or :class:`Yuv420` planes)."""
 
     def __init__(self, path: Path, width: int, height: int, fps: int, settings: EncodeSettings):
         import av
@@ -63,10 +91,17 @@ class VideoWriter:
         st.width, st.height, st.pix_fmt = width, height, settings.pix_fmt
         self.stream = st
 
-    def write(self, rgb: np.ndarray) -> None:
+    def write(self, rgb: np.ndarray | Yuv420) -> None:
         import av
 
-        frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
+        if isinstance(rgb, Yuv420):
+            if rgb.y.shape != (self.stream.height, self.stream.width):
+                raise ValueError(f"{self.path}: a {rgb.y.shape[1]}x{rgb.y.shape[0]} yuv420 "
+                                 f"picture for a {self.stream.width}x{self.stream.height} "
+                                 "stream")
+            frame = yuv420_frame(rgb.y, rgb.u, rgb.v)
+        else:
+            frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
         # the RGB→YUV conversion stays inside encode(): an explicit frame.reformat() here made
         # the kill -9 recovery test's cross-process byte comparison fail 4 times in 7 runs
         # (with or without threads=1), the implicit one 0 in 4

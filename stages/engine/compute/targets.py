@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ...core.trajectory import VIEWS
+from ...media.video import label_bitmap
 from ..look import Look
 from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
@@ -39,6 +40,7 @@ from .shade import (
     quantize_r11g11b10,
     shade,
 )
+from .yuv import packed_planes, tile_preview, unpack_planes
 
 
 class _LightsRecord:
@@ -107,7 +109,7 @@ class ComputeTargets(RenderTargets):
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, device: str = "cpu",
-                 cpu_threads: int | None = 1):
+                 cpu_threads: int | None = 1, yuv: bool | None = None):
         # the GL side builds only the forward scene set-up (nothing is drawn with it)
         super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
                          look=dataclasses.replace(look, shading="forward"))
@@ -127,6 +129,11 @@ class ComputeTargets(RenderTargets):
             torch.set_num_threads(int(cpu_threads))
         self.exposure = 1.0
         self.meter_on = False
+        # colours leave as the encoders' yuv420p planes, converted here (yuv.py), where that
+        # saves the host's CPU: on a GPU (None), or when asked; with_preview adds the tiled
+        # preview, made on the device too (its encoder then converts nothing either)
+        self.yuv = self.device.type == "cuda" if yuv is None else bool(yuv)
+        self.with_preview = False
         self.replay: Any = None
         self._geo: SceneGeometry | None = None
         self._gbr: GBufferRenderer | None = None
@@ -203,9 +210,28 @@ class ComputeTargets(RenderTargets):
             img = torch.stack([self._light_view(*(p[v] for p in planes), ivp[v], eye[v], lt,
                                                 ex, self.look.tone_map)
                                for v in range(len(VIEWS))])
+        if self.yuv and not self.meter_on:
+            return self._yuv_colors(img), self._masks(gbr)
         out = self._to_host(img)
         colors = {v: out[i] for i, v in enumerate(VIEWS)}
         return colors, self._masks(gbr)
+
+    def _yuv_colors(self, img: torch.Tensor) -> dict[str, Any]:
+        """The views (and the preview, with_preview) as Yuv420 pictures: converted on the
+        device, one copy to the host for all of them."""
+        parts = [packed_planes(img)]
+        if self.with_preview:
+            hh = self.H // 2 // 2 * 2
+            labels = [label_bitmap(v, max(10, hh // 12)) for v in VIEWS]
+            parts.append(packed_planes(tile_preview(img, labels)))
+        flat = self._to_host(torch.cat(parts))
+        n = len(VIEWS) * self.H * self.W * 3 // 2
+        colors: dict[str, Any] = dict(zip(VIEWS, unpack_planes(flat[:n], len(VIEWS), self.H,
+                                                                self.W), strict=True))
+        if self.with_preview:
+            pw, ph = 3 * (self.W // 2 // 2 * 2), 2 * (self.H // 2 // 2 * 2)
+            colors["preview"] = unpack_planes(flat[n:], 1, ph, pw)[0]
+        return colors
 
     def _to_host(self, img: torch.Tensor) -> np.ndarray:
         """The frame's pixels in host memory. From a GPU: an asynchronous copy into pinned

@@ -8,14 +8,20 @@ Cb/Cr in 16..240. Its chroma for rgb24 → yuv420p (SWS_BILINEAR, measured again
 reformat): each pair of horizontal neighbours averaged, then a [1, 3, 3, 1] / 8 vertical filter
 centred between the two rows of each chroma row (the edge rows repeated). This module rounds
 in float where swscale works in fixed point: planes agree within ±1 (tests/engine/compute).
+
+The compute backend on a GPU (``compute.targets``, ``yuv``) converts every view here, tiles
+the preview here too (:func:`tile_preview`, the same bytes as ``media.video.tile_preview``)
+and copies all the planes to the host at once (half the bytes of RGB); the writers take them
+as ``media.video.Yuv420``. The conversion was 9 % of an encoding thread's CPU at 720p
+(tests/benchmarks/bench_encode_input.py, docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
+
+from ...media.video import Yuv420, yuv420_frame
 
 # BT.601, limited range (8-bit): Y = 16 + (KY . rgb) / 255, Cb/Cr = 128 + (K . rgb) / 255
 KY = (65.481, 128.553, 24.966)
@@ -53,21 +59,47 @@ def _byte(x: torch.Tensor) -> torch.Tensor:
     return torch.floor(x + 0.5).clamp(0.0, 255.0).to(torch.uint8)
 
 
-def yuv420_frame(y: np.ndarray, u: np.ndarray, v: np.ndarray) -> Any:
-    """A PyAV yuv420p VideoFrame holding these (host) planes, for ``stream.encode``: no
-    conversion is left for the encoder to make."""
-    import av
+def tile_preview(img: torch.Tensor, labels: list[np.ndarray]) -> torch.Tensor:
+    """``media.video.tile_preview`` on the device, to the same bytes: uint8 ``[V, H, W, 3]``
+    views → the 3 x 2 grid of half-resolution views (2x2 box filter rounded as Pillow's
+    ``reduce(2)``: (sum + 2) / 4) with each view's label bitmap in its corner."""
+    v, h, w = img.shape[:3]
+    hh, hw = h // 2 // 2 * 2, w // 2 // 2 * 2
+    x = img[:, : hh * 2, : hw * 2].to(torch.int32)
+    small = ((x[:, 0::2, 0::2] + x[:, 0::2, 1::2] + x[:, 1::2, 0::2] + x[:, 1::2, 1::2] + 2)
+             >> 2).to(torch.uint8)
+    out = torch.zeros((2 * hh, 3 * hw, 3), dtype=torch.uint8, device=img.device)
+    for i in range(v):
+        r, c = divmod(i, 3)
+        cell = out[r * hh:(r + 1) * hh, c * hw:(c + 1) * hw]
+        cell[:] = small[i]
+        lab = labels[i]
+        lh, lw = min(lab.shape[0], hh), min(lab.shape[1], hw)
+        cell[:lh, :lw] = torch.tensor(lab[:lh, :lw], dtype=torch.uint8, device=img.device)
+    return out
 
-    h, w = y.shape
-    frame = av.VideoFrame(w, h, "yuv420p")
-    for plane, data in zip(frame.planes, (y, u, v), strict=True):
-        rows, cols = data.shape
-        dst = np.frombuffer(memoryview(plane), np.uint8).reshape(-1, plane.line_size)
-        if dst.shape[0] < rows or plane.line_size < cols:
-            raise ValueError(f"compute yuv: a {cols}x{rows} plane does not fit PyAV's "
-                             f"{plane.line_size}x{dst.shape[0]}")
-        dst[:rows, :cols] = data
-    return frame
+
+def packed_planes(img: torch.Tensor) -> torch.Tensor:
+    """uint8 ``[..., H, W, 3]`` → one flat uint8 tensor of each picture's Y, U and V planes in
+    turn (one copy to the host for all of them; :func:`unpack_planes` splits it)."""
+    y, u, v = rgb_to_yuv420(img)
+    n = y.shape[:-2].numel()
+    return torch.cat([p.reshape(n, -1) for p in (y, u, v)], 1).reshape(-1)
 
 
-__all__ = ["KU", "KV", "KY", "rgb_to_yuv420", "yuv420_frame"]
+def unpack_planes(flat: np.ndarray, count: int, height: int, width: int) -> list[Yuv420]:
+    """The :class:`~stages.media.video.Yuv420` pictures of :func:`packed_planes`' layout
+    (views into ``flat``)."""
+    per = height * width * 3 // 2
+    out = []
+    for k in range(count):
+        a = flat[k * per:(k + 1) * per]
+        ys, cs = height * width, (height // 2) * (width // 2)
+        out.append(Yuv420(a[:ys].reshape(height, width),
+                          a[ys:ys + cs].reshape(height // 2, width // 2),
+                          a[ys + cs:].reshape(height // 2, width // 2)))
+    return out
+
+
+__all__ = ["KU", "KV", "KY", "packed_planes", "rgb_to_yuv420", "tile_preview", "unpack_planes",
+           "yuv420_frame"]

@@ -34,13 +34,14 @@ def short_traj(sample_library, tmp_path_factory) -> Path:
     return out / "NatureValley__AlpineMeadow" / "traj_0000"
 
 
-def _render(traj: Path, out: Path, backend: str, shading: str = "auto") -> Path:
+def _render(traj: Path, out: Path, backend: str, shading: str = "auto",
+            preview: bool = False) -> Path:
     from stages.engine.instance_render import InstanceRenderer
 
     rcfg = load_params(overrides=[
         "render.width=96", "render.height=54", "render.spatial_samples=1",
         "render.temporal_samples=1", "render.mask_scale=1", "render.warmup_frames=1",
-        "render.shadow_map_size=512", "render.preview=false",
+        "render.shadow_map_size=512", f"render.preview={str(preview).lower()}",
         f"render.backend={backend}", f"render.shading={shading}"]).render
     out.mkdir(parents=True)
     ir = InstanceRenderer(out, render_settings(rcfg, 30), "p3headlessgl", Path.cwd())
@@ -107,6 +108,38 @@ def test_compute_backend_gives_the_same_bytes_twice(renders):
     for v in VIEWS:
         assert digest(renders["compute"] / f"{v}.mp4") == \
             digest(renders["compute_again"] / f"{v}.mp4"), v
+
+
+def test_yuv420_made_by_the_renderer_reaches_the_encoders(renders, short_traj, tmp_path,
+                                                           monkeypatch):
+    """As on a GPU (``yuv`` defaults on there), forced here: the views and the tiled preview
+    leave the compute targets as yuv420p planes converted in torch, the encoders convert
+    nothing, and the videos are the RGB path's within the ±1 of the conversion."""
+    from stages.engine.compute.targets import ComputeTargets
+    from stages.media.video import Yuv420, tile_preview
+
+    monkeypatch.setitem(ComputeTargets.__init__.__kwdefaults__, "yuv", True)
+    written: list[type] = []
+    from stages.media import video
+
+    orig = video.VideoWriter.write
+    monkeypatch.setattr(video.VideoWriter, "write",
+                        lambda self, img: (written.append(type(img)), orig(self, img))[1])
+    out = _render(short_traj, tmp_path / "yuv", "compute", preview=True)
+    assert written and set(written) == {Yuv420}  # every picture, views and preview
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["frame_count"] == FRAMES and meta["alignment"]["aligned_fraction"] == 1.0
+    views = {}
+    for v in VIEWS:
+        a = _frames(renders["compute"] / f"{v}.mp4").astype(float)
+        views[v] = _frames(out / f"{v}.mp4")
+        psnr = 10 * np.log10(255.0 ** 2 / max(float(((a - views[v]) ** 2).mean()), 1e-9))
+        assert psnr >= 40.0, (v, psnr)
+    prev = _frames(out / "preview.mp4")
+    assert prev.shape == (FRAMES, 2 * (54 // 4 * 2), 3 * (96 // 4 * 2), 3)
+    want = tile_preview({v: views[v][2] for v in VIEWS}, tuple(VIEWS)).astype(float)
+    psnr = 10 * np.log10(255.0 ** 2 / float(((prev[2] - want) ** 2).mean()))
+    assert psnr >= 30.0, psnr  # the preview of the same pictures (encoded twice over)
 
 
 def test_backend_setting_is_checked_at_start_up():

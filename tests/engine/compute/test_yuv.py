@@ -75,3 +75,35 @@ def test_odd_size_and_wrong_dtype_are_refused():
         rgb_to_yuv420(torch.zeros((35, 64, 3), dtype=torch.uint8))
     with pytest.raises(ValueError, match="uint8"):
         rgb_to_yuv420(torch.zeros((36, 64, 3), dtype=torch.float32))
+
+
+def test_device_preview_is_the_encoders_preview_byte_for_byte():
+    from stages.engine.compute.yuv import tile_preview as device_tile
+    from stages.media.video import label_bitmap, tile_preview
+
+    rng = np.random.default_rng(3)
+    views = ("front", "back", "left", "right", "top")
+    for h, w in ((54, 96), (90, 160), (36, 64)):
+        imgs = rng.integers(0, 256, (5, h, w, 3), dtype=np.uint8)
+        hh = h // 2 // 2 * 2
+        labels = [label_bitmap(v, max(10, hh // 12)) for v in views]
+        ours = device_tile(torch.from_numpy(imgs), labels).numpy()
+        ref = tile_preview(dict(zip(views, imgs, strict=True)), views)
+        assert ours.shape == ref.shape and np.array_equal(ours, ref), (h, w)
+
+
+def test_packed_planes_round_trip_and_the_writer_checks_sizes(tmp_path):
+    from stages.engine.compute.yuv import packed_planes, unpack_planes
+    from stages.media.video import EncodeSettings, VideoWriter
+
+    img = torch.from_numpy(np.stack([_images()["smooth"], _images()["edges"]]))
+    pics = unpack_planes(packed_planes(img).numpy(), 2, 90, 160)
+    for k, pic in enumerate(pics):
+        want = rgb_to_yuv420(img[k])
+        for got, ref in zip((pic.y, pic.u, pic.v), want, strict=True):
+            assert np.array_equal(got, ref.numpy())
+    w = VideoWriter(tmp_path / "a.mp4", 160, 90, 30, EncodeSettings())
+    w.write(pics[0])
+    with pytest.raises(ValueError, match="160x90 yuv420 picture for a 96x54 stream"):
+        VideoWriter(tmp_path / "b.mp4", 96, 54, 30, EncodeSettings()).write(pics[1])
+    assert w.close(1).exists()
