@@ -73,7 +73,9 @@ class LevelScene:
         self.scene.setShaderInput("shadow_texel", 1.0 / self.t.look.shadow_map_size)
         self.scene.setShaderInput("shadow_light", -1)
         self.scene.setShaderInput("pcf_taps", int(self.t.look.shadow_pcf_taps))
-        self.scene.setShaderInput("inv_tile_size", (1.0 / self.t.W, 1.0 / self.t.H))
+        # (not "inv_…": Panda3D reads that prefix as "the inverse of input …" and logs an
+        # error for every shader, though it binds the vector all the same)
+        self.scene.setShaderInput("tile_size_inv", (1.0 / self.t.W, 1.0 / self.t.H))
         self.scene.setShaderInput("tiles_per_row", float(self.t.tiles_per_row))
         self.scene.setShaderInput("nsamples", float(self.t.N))
         self._set_light_ranges([])

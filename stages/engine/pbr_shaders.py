@@ -124,7 +124,7 @@ uniform float shadow_bias;
 uniform float shadow_texel;
 uniform int shadow_light;    // index of the shadow-casting sun among the lights (-1: none)
 uniform int pcf_taps;        // soft-shadow taps per output pixel (1, 2, 4 or 8)
-uniform vec2 inv_tile_size;  // the atlas: tiles of one view and sample each (1 / size, px),
+uniform vec2 tile_size_inv;  // the atlas: tiles of one view and sample each (1 / size, px),
 uniform float tiles_per_row; // tiles_per_row wide, view-major (tile = view * nsamples + sample)
 uniform float nsamples;      // samples per view (spatial x temporal)
 uniform int num_lights;      // lights bound (at most MAX_LIGHTS)
@@ -148,7 +148,7 @@ float shadow_pcf(sampler2DShadow m, vec4 p) {
     // of them, cycling through the pcf_taps, so the resolved pixel averages exactly those taps
     // while each sample pays for few (1 tap: every sample takes the same one, a hard edge)
     // (float arithmetic: integer division is slow on GPUs; the values are small integers)
-    vec2 tc = floor(gl_FragCoord.xy * inv_tile_size);
+    vec2 tc = floor(gl_FragCoord.xy * tile_size_inv);
     float tile = tc.y * tiles_per_row + tc.x;
     int k = int(tile - nsamples * floor((tile + 0.5) / nsamples));
     int n = clamp(pcf_taps, 1, 8);
