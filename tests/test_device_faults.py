@@ -40,6 +40,30 @@ def test_cuda_messages_and_types_are_classified():
     assert all(c not in (0, 1, 2) for c in EXIT_REASONS)
 
 
+def test_a_wrapped_fault_is_still_one_and_its_size_is_read():
+    from stages.core.device_faults import beyond_device, requested_bytes
+
+    try:
+        try:
+            torch.empty(2**50, dtype=torch.uint8)
+        except RuntimeError as exc:  # as instance_render wraps frame-loop errors
+            raise ValueError(f"encode_failed: {type(exc).__name__}") from None
+    except ValueError as wrapped:
+        assert classify(wrapped) == "host_oom"
+        assert requested_bytes(wrapped) == 2**50
+        # more than the machine has in all: a malformed request, not memory pressure
+        assert "fewer slots cannot help" in beyond_device(wrapped, "host_oom")
+    big = _raised(lambda: np.empty(2**50, np.uint8))
+    assert requested_bytes(big) == 2**50 and beyond_device(big, "host_oom")
+    cuda = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a "
+                                  "total capacity of 79.19 GiB")
+    assert requested_bytes(cuda) == int(1.5 * 2**30)
+    small = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                         "536870912 bytes. Error code 12")
+    assert classify(small) == "host_oom" and beyond_device(small, "host_oom") == ""
+    assert classify(RuntimeError("CUDA driver error: out of memory")) == "gpu_oom"
+
+
 def _plans(n: int, gpu: int | None) -> list[SlotPlan]:
     from stages.cluster.gpus import GpuInfo
 
@@ -48,23 +72,33 @@ def _plans(n: int, gpu: int | None) -> list[SlotPlan]:
 
 
 def test_the_limit_halves_on_a_shared_oom_and_a_lone_oom_is_final():
-    four, cpu = _plans(4, 0), _plans(2, None)
-    lim = SlotLimits.of(four + cpu)
-    assert lim.limit == {"gpu0": 4, "cpu": 2}
+    four, two = _plans(4, 0), _plans(2, 1)
+    lim = SlotLimits.of(four + two)
+    assert lim.limit == {"gpu0": 4, "gpu1": 2, "host": 6}
     for p in four[:3]:
         assert lim.may_start(p)
         lim.started(p)
-    peak = lim.ended(four[0])  # three shared the GPU while it ran
-    assert peak == 3
-    line = lim.on_oom(four[0], peak)
-    assert "3 processes" in line and "4 -> 1" in line
-    assert lim.limit["gpu0"] == 1
+    peaks = lim.ended(four[0])  # three shared the GPU (and the host) while it ran
+    assert peaks == {"gpu0": 3, "host": 3}
+    line = lim.on_oom(four[0], "gpu_oom", peaks)
+    assert line.startswith("gpu0: 3 processes") and "4 -> 1" in line
+    assert lim.limit["gpu0"] == 1 and lim.limit["host"] == 6
     assert not lim.may_start(four[3])  # two still run: nobody new starts on gpu0
-    assert lim.may_start(cpu[0])  # other devices are not limited
+    assert lim.may_start(two[0])  # another GPU is not limited
     lim.ended(four[1]), lim.ended(four[2])
     assert lim.may_start(four[0])
     lim.started(four[0])
     assert not lim.may_start(four[1])
-    assert lim.ended(four[0]) == 1
-    assert lim.on_oom(four[0], 1) == ""  # alone and still out of memory: final
-    assert lim.limit["gpu0"] == 1
+    peaks = lim.ended(four[0])
+    assert peaks["gpu0"] == 1
+    assert lim.on_oom(four[0], "gpu_oom", peaks) == ""  # alone and still out: final
+    # host memory is every slot's: a host_oom lowers the node-wide limit
+    for p in (four[0], two[0], two[1]):
+        lim.started(p)
+    peaks = lim.ended(two[0])
+    assert "host: 3 processes" in lim.on_oom(two[0], "host_oom", peaks)
+    assert lim.limit["host"] == 1 and lim.limit["gpu1"] == 2
+    assert not lim.may_start(two[0])  # two others still run on the host
+    # a runner built later with the same limits (the Ray service's next batch) keeps them
+    lim.add(four + two)
+    assert lim.limit == {"gpu0": 1, "gpu1": 2, "host": 1}

@@ -90,10 +90,11 @@ def test_real_cuda_oom_and_device_assert_through_the_node_runner(trajs, tmp_path
     index, fails, lines = runs["oom"]
     assert fails.empty, fails.to_string()
     assert len(index) == 3 and len(once.read_text().split()) == 1
-    assert any("gpu_oom" in m and "gpu0" in m and "running slots 2 -> 1" in m for m in lines)
+    assert any("gpu_oom" in m and "gpu0: 2 processes" in m and "running processes 2 -> 1" in m
+               for m in lines)
     index, fails, lines = runs["err"]
     assert len(index) == 0 and set(fails["reason"]) == {"gpu_error"}
-    assert "device-side assert" in fails["detail"].iloc[0]
+    assert "device-side assert triggered" in fails["detail"].iloc[0]
     assert "standin" not in " ".join(fails["detail"])
 
 

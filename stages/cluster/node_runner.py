@@ -34,7 +34,7 @@ from ..core.progress import COMPLETE, parse_progress
 from .board import SlotBoard, SlotView
 from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
-from .slot_limits import SlotLimits, group_of
+from .slot_limits import SlotLimits, group_of, oom_group
 from .snapshots import write_snapshot
 from .steps import Step, StepResult, Unit, UnitFailure
 
@@ -70,7 +70,8 @@ class NodeRunner:
     """Runs units on every slot of this machine until all are done."""
 
     def __init__(self, cfg: NodeConfig, node_id: str = "local", log: Callable[[str], Any] = print,
-                 slots: list[SlotPlan] | None = None, watch_ancestors: list | None = None):
+                 slots: list[SlotPlan] | None = None, watch_ancestors: list | None = None,
+                 limits: SlotLimits | None = None):
         self.cfg, self.node_id, self.log = cfg, node_id, log
         self.work = Path(cfg.work_dir)
         self.snapshot_root = Path(cfg.snapshot_dir)
@@ -83,7 +84,10 @@ class NodeRunner:
         self._stop = ""
         self._watch = AncestorWatch(watch_ancestors or [], self._orphaned)
         self._claim_slots(plans)
-        self.limits = SlotLimits.of([s.plan for s in self.slots])
+        # running limits per device (slot_limits): a caller that runs several runners in turn
+        # (the Ray service, one per lease batch) passes one, so a lowered limit stays lowered
+        self.limits = limits if limits is not None else SlotLimits()
+        self.limits.add([s.plan for s in self.slots])
 
     # ------------------------------------------------------------------ slots
 
@@ -292,7 +296,7 @@ class NodeRunner:
 
     def _ended(self, slot: _Slot, run: _Running, rc: int) -> None:
         step = run.step
-        peak = self.limits.ended(slot.plan)
+        peaks = self.limits.ended(slot.plan)
         done = len(self._progress(step))
         marker = (step.folder / COMPLETE).exists()
         sig_name = ""
@@ -319,10 +323,10 @@ class NodeRunner:
                          run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
                          ended=time.time())
         slot.run = None
-        oom = self._oom_rule(slot, step.kind, reason, peak) if reason in OOM_REASONS else None
+        oom = self._oom_rule(slot, step.kind, reason, peaks) if reason in OOM_REASONS else None
         if oom == "final":
-            res.detail = detail = (f"{detail} (it ran alone on {group_of(slot.plan)}: fewer "
-                                   "slots cannot help)")
+            res.detail = detail = (f"{detail} (it ran alone on {oom_group(slot.plan, reason)}: "
+                                   "fewer slots cannot help)")
         counted = run.attempt - slot.oom_retries.get(step.kind, 0)
         res.final = oom == "final" or (bool(reason) and oom is None
                                        and counted > self.cfg.retries)
@@ -340,9 +344,9 @@ class NodeRunner:
             self._unit_failed(slot, step.kind, reason, detail, run.attempt, res.snapshot)
         self._next(slot)
 
-    def _oom_rule(self, slot: _Slot, kind: str, reason: str, peak: int) -> str:
+    def _oom_rule(self, slot: _Slot, kind: str, reason: str, peaks: dict[str, int]) -> str:
         """``retry`` (the device's limit fell; the retry is not counted) or ``final``."""
-        line = self.limits.on_oom(slot.plan, peak)
+        line = self.limits.on_oom(slot.plan, reason, peaks)
         if not line:
             return "final"
         assert slot.unit is not None

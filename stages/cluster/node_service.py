@@ -27,6 +27,7 @@ from ..config import WmforgeConfig
 from ..core.progress import read_progress
 from .allocator_actor import ACTOR_NAME, NAMESPACE
 from .recovery import finished, level_parts
+from .slot_limits import SlotLimits
 from .uploader import COMPLETION, eligible, parse_delivery_key
 
 
@@ -146,6 +147,9 @@ class NodeRunnerService:
         # trajectories the store said were delivered (read before each lease); used while the
         # store does not answer (delivered ones are never undelivered)
         self.delivered_seen: set[tuple[str, str, str]] = set()
+        # the node's running limits per device, lowered on out-of-memory: one for all the
+        # lease batches' runners, so a device that ran out keeps its lower limit
+        self.limits = SlotLimits()
 
     def _count_start(self) -> int:
         """How often this runner's process started (Ray reruns __init__ after a crash)."""
@@ -274,7 +278,8 @@ class NodeRunnerService:
             units = [self._unit(ls, have) for ls in leases]
             self.log(f"leased {[u.unit_id for u in units]}")
             with _Renewer(alloc, self.node, leases, period):
-                runner = runner_cls(self.cfg.node, self.node, self.log, slots=slots)
+                runner = runner_cls(self.cfg.node, self.node, self.log, slots=slots,
+                                    limits=self.limits)
                 runner.run(units)
             for ls, unit in zip(leases, units, strict=True):
                 n = made_here(unit, renders, have)

@@ -10,9 +10,11 @@ checkpoints and, when an entry matches, really does the fault:
   runner's stall timeout can end it.
 
 - ``{"oom": {"stage": "render", "level": "Pack/Level", "times": 1, "count_file": "…"}}``:
-  when the process starts that level it really asks an allocator for 1 PiB: torch on the GPU
-  where it sees one (``torch.OutOfMemoryError``: ``gpu_oom``), else on the host (the CPU
-  allocator's "can't allocate memory": ``host_oom``). With ``times`` and ``count_file``, only
+  when the process starts that level an allocator really fails under a real cap (``_oom``):
+  torch's CUDA allocator where it sees a GPU (``torch.OutOfMemoryError``: ``gpu_oom``), else
+  the CPU allocator under an address-space limit ("can't allocate memory": ``host_oom``); the
+  sizes are plausible (below the device's total), so it reads as memory pressure, not as a
+  malformed request. With ``times`` and ``count_file``, only
   the first ``times`` starts of that level do (counted in the file); else every start
   (a list of such entries for several levels);
 - ``{"gpu_error": {"stage": "render", "level": "…"}}``: on a CUDA machine a real
@@ -87,10 +89,22 @@ def _counted(entry: dict) -> bool:
 
 
 def _oom() -> None:
+    """A real allocation failure of a plausible size under a real cap: on a GPU, torch's CUDA
+    allocator capped at a thousandth of the card asked for 1 GiB; on the host, this process's
+    address space capped at 64 MiB above what it maps now, then 512 MiB asked of torch's CPU
+    allocator (the process ends right after, so the cap dies with it)."""
+    import resource
+
     import torch
 
-    dev = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.empty(2**50, dtype=torch.uint8, device=dev)  # 1 PiB: no device or host has it
+    if torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(0.001)
+        torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+        return
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + (64 << 20), resource.RLIM_INFINITY))
+    torch.empty(512 << 20, dtype=torch.uint8)
 
 
 def _gpu_error() -> None:

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.device_faults import classify, exit_on_device_fault
+from ..core.device_faults import beyond_device, classify, exit_on_device_fault
 from ..core.progress import COMPLETE, append_progress, read_progress
 from ..core.trajectory import VIEWS
 from .instance_render import InstanceRenderer
@@ -89,10 +89,13 @@ def worker(inst: Path) -> int:
         try:
             rmeta = ir.render(Path(job["traj_dir"]), name, job["key"])
         except Exception as exc:  # noqa: BLE001 - one bad trajectory never stops the instance
-            if classify(exc):  # ... but a device fault stops the process (core.device_faults)
+            kind = classify(exc)
+            beyond = beyond_device(exc, kind)
+            if kind and not beyond:  # ... but a device fault stops the process (device_faults)
                 shutil.rmtree(inst / name, ignore_errors=True)
                 raise
-            reason, detail = ((exc.reason, exc.detail) if isinstance(exc, Stage2Failure) else
+            reason, detail = ((kind, f"{type(exc).__name__}: {exc}; {beyond}") if kind else
+                              (exc.reason, exc.detail) if isinstance(exc, Stage2Failure) else
                               ("render_error", f"{type(exc).__name__}: {exc}"))
             shutil.rmtree(inst / name, ignore_errors=True)
             with open(inst / "failures.jsonl", "a") as f:

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..core.asset_guard import check_model_file
 from ..core.cameras import CameraRigConfig
-from ..core.device_faults import classify, exit_on_device_fault
+from ..core.device_faults import beyond_device, classify, exit_on_device_fault
 from ..core.engine_types import CharacterSpec
 from ..core.progress import COMPLETE, append_progress
 from ..core.stage1 import Stage1Controller
@@ -145,13 +145,17 @@ def run_spec(spec: dict, engine: Any, log=print) -> int:
         try:
             ctrl.tick()
         except Exception as exc:  # noqa: BLE001 - an engine failure is a row, not a crash
-            if classify(exc):  # out of memory or a driver error: the runner retries the process
+            kind = classify(exc)
+            beyond = beyond_device(exc, kind)
+            if kind and not beyond:  # memory or a driver error: the runner retries the process
                 raise
             # deterministic (a level that does not load, a broken asset): not retried
+            reason = kind or "load_failed"
+            detail = f"{type(exc).__name__}: {exc}" + (f"; {beyond}" if beyond else "")
             with open(failures, "a") as f:
-                f.write(json.dumps({"level_id": level, "trajectory": -1, "reason": "load_failed",
-                                    "detail": f"{type(exc).__name__}: {exc}"}) + "\n")
-            log(f"stage1: {level}: load_failed: {type(exc).__name__}: {exc}")
+                f.write(json.dumps({"level_id": level, "trajectory": -1, "reason": reason,
+                                    "detail": detail}) + "\n")
+            log(f"stage1: {level}: {reason}: {detail}")
             break
         if ctrl.ticks % HEARTBEAT_EVERY_TICKS == 0:
             beat.write_text(f"{ctrl.ticks}\n")
