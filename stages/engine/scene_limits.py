@@ -1,0 +1,95 @@
+"""What Stage II renders at most (``render.limits``, issue #30 "Bad input and faults"): a
+loaded level's triangle count, checked against ``max_triangles``, and its textures, each
+brought within ``max_texture_px`` (and the GL driver's own maximum) before it is made resident.
+
+Both backends read the same Panda3D textures (the compute one copies their RAM images into its
+texture table), so one downscale here serves both. A texture over the limit is halved, level
+by level of its own mip chain (Panda3D's CPU mipmap filter: a 2x2 box, in linear light for
+sRGB textures), until its longest side fits: the picture the GPU would sample at that distance
+anyway, the same bytes in every process. Textures at or under the limit are left untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def count_triangles(root: Any) -> int:
+    """Triangles the level draws: every polygon primitive of every Geom under ``root``, each
+    instance of an instanced node counted (as the inventory's glTF count does)."""
+    from panda3d.core import GeomEnums
+
+    n = 0
+    for gnp in root.findAllMatches("**/+GeomNode"):
+        node = gnp.node()
+        for i in range(node.getNumGeoms()):
+            geom = node.getGeom(i)
+            for k in range(geom.getNumPrimitives()):
+                prim = geom.getPrimitive(k)
+                if prim.getPrimitiveType() == GeomEnums.PT_polygons:
+                    n += int(prim.getNumFaces())
+    return n
+
+
+def over_triangle_limit(triangles: int, limit: int) -> str | None:
+    """The reason text for a level over ``render.limits.max_triangles`` (None when within)."""
+    if triangles <= limit:
+        return None
+    return f"{triangles:,} triangles > render.limits.max_triangles {limit:,}"
+
+
+def texture_limit(max_texture_px: int, driver_max: int) -> tuple[int, str]:
+    """The longest side rendered at full size and the setting that sets it: the config's, or
+    the GL driver's maximum where that is lower (0 or less: the driver names none)."""
+    if 0 < driver_max < max_texture_px:
+        return driver_max, f"the GL driver's maximum texture size {driver_max}"
+    return max_texture_px, f"render.limits.max_texture_px {max_texture_px}"
+
+
+def limit_textures(root: Any, limit: int, why: str) -> list[dict]:
+    """Halve every texture under ``root`` whose longest side exceeds ``limit`` until it fits
+    (in place, before it is made resident). Returns one note per texture touched: its name,
+    file, size before and after, and ``why`` (the setting that set the limit)."""
+    from panda3d.core import Texture
+
+    notes: list[dict] = []
+    texs = root.findAllTextures()
+    for i in range(texs.getNumTextures()):
+        tex = texs.getTexture(i)
+        w, h = int(tex.getXSize()), int(tex.getYSize())
+        if max(w, h) <= limit:
+            continue
+        note = {"texture": tex.getName(), "file": str(tex.getFullpath()), "from": [w, h],
+                "limit": why}
+        if not tex.hasRamImage() or (tex.getRamImageCompression() != Texture.CM_off
+                                     and not tex.uncompressRamImage()):
+            # nothing to filter here: the driver reduces it at upload (Panda3D's mipmap bias)
+            notes.append({**note, "to": None, "detail": "no image in RAM to downscale"})
+            continue
+        tex.generateRamMipmapImages()
+        k = 0
+        while max(tex.getExpectedMipmapXSize(k), tex.getExpectedMipmapYSize(k)) > limit:
+            k += 1
+        nw, nh = int(tex.getExpectedMipmapXSize(k)), int(tex.getExpectedMipmapYSize(k))
+        image = tex.getRamMipmapImage(k)
+        tex.setXSize(nw)
+        tex.setYSize(nh)
+        tex.setRamImage(image)
+        tex.clearRamMipmapImages()  # the GPU (or the compute table) builds its own chain
+        notes.append({**note, "to": [nw, nh]})
+    notes.sort(key=lambda d: (d["file"], d["texture"]))
+    return notes
+
+
+def largest_texture_px(root: Any) -> int:
+    """The longest side of any texture under ``root`` (0: none)."""
+    texs = root.findAllTextures()
+    return max((max(int(texs.getTexture(i).getXSize()), int(texs.getTexture(i).getYSize()))
+                for i in range(texs.getNumTextures())), default=0)
+
+
+def describe_downscale(note: dict) -> str:
+    """One line of the render log for a :func:`limit_textures` note."""
+    w, h = note["from"]
+    to = f"{note['to'][0]}x{note['to'][1]}" if note["to"] else "left to the driver"
+    return f"texture {note['texture']!r} ({note['file']}) {w}x{h} -> {to}: over {note['limit']}"
