@@ -47,35 +47,41 @@ def texture_limit(max_texture_px: int, driver_max: int) -> tuple[int, str]:
 
 
 def limit_textures(root: Any, limit: int, why: str) -> list[dict]:
-    """Halve every texture under ``root`` whose longest side exceeds ``limit`` until it fits
-    (in place, before it is made resident). Returns one note per texture touched: its name,
-    file, size before and after, and ``why`` (the setting that set the limit)."""
+    """Bring every texture under ``root`` whose longest side exceeds ``limit`` within it: a
+    copy, halved until it fits, takes its place in the level's render states (the original
+    stays as Panda3D's texture pool shares it, so another level or renderer in this process
+    still gets the file's own size). Call before the textures are made resident. Returns one
+    note per texture: its name, file, size before and after, and ``why`` (the setting that set
+    the limit)."""
     from panda3d.core import Texture
 
     notes: list[dict] = []
     texs = root.findAllTextures()
-    for i in range(texs.getNumTextures()):
-        tex = texs.getTexture(i)
+    for tex in [texs.getTexture(i) for i in range(texs.getNumTextures())]:
         w, h = int(tex.getXSize()), int(tex.getYSize())
         if max(w, h) <= limit:
             continue
         note = {"texture": tex.getName(), "file": str(tex.getFullpath()), "from": [w, h],
                 "limit": why}
-        if not tex.hasRamImage() or (tex.getRamImageCompression() != Texture.CM_off
-                                     and not tex.uncompressRamImage()):
+        # a pool texture already uploaded once may have dropped its RAM image: reload it
+        has_image = tex.hasRamImage() or bool(tex.getRamImage())
+        small = tex.makeCopy() if has_image else None
+        if small is None or (small.getRamImageCompression() != Texture.CM_off
+                             and not small.uncompressRamImage()):
             # nothing to filter here: the driver reduces it at upload (Panda3D's mipmap bias)
             notes.append({**note, "to": None, "detail": "no image in RAM to downscale"})
             continue
-        tex.generateRamMipmapImages()
+        small.generateRamMipmapImages()
         k = 0
-        while max(tex.getExpectedMipmapXSize(k), tex.getExpectedMipmapYSize(k)) > limit:
+        while max(small.getExpectedMipmapXSize(k), small.getExpectedMipmapYSize(k)) > limit:
             k += 1
-        nw, nh = int(tex.getExpectedMipmapXSize(k)), int(tex.getExpectedMipmapYSize(k))
-        image = tex.getRamMipmapImage(k)
-        tex.setXSize(nw)
-        tex.setYSize(nh)
-        tex.setRamImage(image)
-        tex.clearRamMipmapImages()  # the GPU (or the compute table) builds its own chain
+        nw, nh = int(small.getExpectedMipmapXSize(k)), int(small.getExpectedMipmapYSize(k))
+        image = small.getRamMipmapImage(k)
+        small.setXSize(nw)
+        small.setYSize(nh)
+        small.setRamImage(image)
+        small.clearRamMipmapImages()  # the GPU (or the compute table) builds its own chain
+        root.replaceTexture(tex, small)
         notes.append({**note, "to": [nw, nh]})
     notes.sort(key=lambda d: (d["file"], d["texture"]))
     return notes
