@@ -94,7 +94,8 @@ def mip_chain(img: np.ndarray, srgb: bool, band: int = MIP_BAND_ROWS) -> list[np
     lin, codes = _halve(lambda lo, hi: _linear_rows(img[lo:hi], srgb), h, w, srgb, band)
     out.append(codes)
     while lin.shape[0] > 1 or lin.shape[1] > 1:
-        lin, codes = _halve(lambda lo, hi, p=lin: p[lo:hi], *lin.shape[:2], srgb, band)
+        h, w = lin.shape[:2]
+        lin, codes = _halve(lambda lo, hi, p=lin: p[lo:hi], h, w, srgb, band)
         out.append(codes)
     return out
 
