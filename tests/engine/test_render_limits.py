@@ -11,11 +11,8 @@ Stage II (``scene_over_limit``), naming both numbers.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -25,36 +22,10 @@ from stages.engine.render_settings import RenderSettings, RenderSettingsError
 from stages.engine.scene_limits import texture_limit
 from stages.engine.stage2 import Stage2Failure
 from tests.conftest import make_trajectories
-from tests.rigs import _Glb
+from tests.heavy_levels import replay_on, write_textured_level
 
 FRAMES = 3
 BIG = 8192
-
-
-def write_textured_level(path: Path, side: int) -> Path:
-    """A GLB level: a 100 m ground quad (UVs repeating 10 times) with a ``side`` x ``side`` PNG
-    base-colour texture beside it (two flat halves: cheap to write, decode and compress)."""
-    from PIL import Image
-
-    img = np.zeros((side, side, 3), np.uint8)
-    img[..., 1] = 170
-    img[:, : side // 2, 0] = 200
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(img).save(path.parent / "ground.png", compress_level=1)
-    g = _Glb()
-    v = np.array([[-50, 0, -50], [50, 0, -50], [50, 0, 50], [-50, 0, 50]], np.float32)
-    uv = np.array([[0, 0], [10, 0], [10, 10], [0, 10]], np.float32)
-    prim = {"attributes": {"POSITION": g.acc(v, 5126, "VEC3", True),
-                           "NORMAL": g.acc(np.array([[0, 1, 0]] * 4, np.float32), 5126, "VEC3"),
-                           "TEXCOORD_0": g.acc(uv, 5126, "VEC2")},
-            "indices": g.acc(np.array([0, 2, 1, 0, 3, 2], np.uint16), 5123, "SCALAR"),
-            "material": 0}
-    g.doc.update(nodes=[{"name": "Ground", "mesh": 0}], meshes=[{"primitives": [prim]}],
-                 scenes=[{"nodes": [0]}], scene=0, images=[{"uri": "ground.png"}],
-                 textures=[{"source": 0}],
-                 materials=[{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0},
-                                                      "metallicFactor": 0.0}}])
-    return g.write(path)
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +38,8 @@ def traj_on_big_level(sample_library, tmp_path_factory, big_level) -> Path:
     """A short Stage I trajectory (AlpineMeadow, Alex) whose meta.json names the big-texture
     level instead: the cameras and character are replayed over the quad (no props)."""
     src = make_trajectories(sample_library, tmp_path_factory.mktemp("traj_limits"), 1, FRAMES)
-    d = tmp_path_factory.mktemp("traj_big") / "traj_0000"
-    shutil.copytree(src / "NatureValley__AlpineMeadow" / "traj_0000", d)
-    meta = json.loads((d / "meta.json").read_text())
-    meta["level"].update(path=str(big_level), scale=1.0)
-    meta["level"].pop("up_axis", None)
-    (d / "meta.json").write_text(json.dumps(meta, indent=1))
-    props = pd.read_parquet(d / "props.parquet")  # AlpineMeadow's crates: not on the quad
-    props.iloc[0:0].to_parquet(d / "props.parquet")
-    return d
+    return replay_on(src / "NatureValley__AlpineMeadow" / "traj_0000",
+                     tmp_path_factory.mktemp("traj_big") / "traj_0000", big_level)
 
 
 def _renderer(out: Path, backend: str = "gl", *over: str, log=print):
