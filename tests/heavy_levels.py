@@ -35,7 +35,8 @@ def write_textured_level(path: Path, side: int) -> Path:
             "material": 0}
     g.doc.update(nodes=[{"name": "Ground", "mesh": 0}], meshes=[{"primitives": [prim]}],
                  scenes=[{"nodes": [0]}], scene=0, images=[{"uri": "ground.png"}],
-                 textures=[{"source": 0}],
+                 samplers=[{"magFilter": 9729, "minFilter": 9987}],  # trilinear, mipmapped
+                 textures=[{"source": 0, "sampler": 0}],
                  materials=[{"pbrMetallicRoughness": {"baseColorTexture": {"index": 0},
                                                       "metallicFactor": 0.0}}])
     return g.write(path)

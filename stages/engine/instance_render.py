@@ -47,7 +47,8 @@ class InstanceRenderer:
         self.level_key: str | None = None
         self.level_report: dict = {}
         # (level key, detail) of a level found over render.limits.max_triangles: its later
-        # trajectories fail at once instead of loading it again
+        # trajectories fail at once instead of loading it again (the detail only: a kept
+        # exception's traceback would keep the loaded level alive)
         self._over_limit: tuple[str, str] | None = None
         self.char_key: str | None = None
         self.encoder: Any = None
@@ -93,8 +94,10 @@ class InstanceRenderer:
         self.level_report["exposure_compensation"] = ev
         if key == self.level_key:
             return
+        from .scene_limits import SceneOverLimit, apply_limits, check_file
+
         if self._over_limit is not None and self._over_limit[0] == key:
-            raise _Fail("scene_over_limit", self._over_limit[1])
+            raise SceneOverLimit(self._over_limit[1])
         if not path.is_file():
             raise _Fail("missing_asset", f"level file {path} (meta.json level.path) not found")
         r = self._renderer()
@@ -103,13 +106,19 @@ class InstanceRenderer:
         except (AssetInputError, OSError) as exc:
             raise _Fail("bad_asset", f"{path}: {exc}") from None
         try:
-            from .models import load_model
+            check_file(path, self.s.max_triangles)
+            try:
+                from .models import load_model
 
-            model = load_model(str(path), float(lv.get("scale", 1.0)), up)
-        except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
-            raise _Fail("missing_asset", f"{path}: {exc}") from None
-        model.flattenLight()
-        limits = self._apply_limits(model, key, path, r)
+                model = load_model(str(path), float(lv.get("scale", 1.0)), up)
+            except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
+                raise _Fail("missing_asset", f"{path}: {exc}") from None
+            model.flattenLight()
+            limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px,
+                                  int(r.gsg.getMaxTextureDimension()), self.log)
+        except SceneOverLimit as exc:
+            self._over_limit = (key, exc.detail)
+            raise
         lighting = load_level_lighting(str(path))
         rep = r.load_level(model, lighting, source=str(lv.get("path", "")))
         self.beat(0.0)
@@ -123,34 +132,6 @@ class InstanceRenderer:
                              "lighting": lighting.get("preset") or lighting.get("lighting"),
                              "exposure_compensation": ev}
         self.level_key = key
-
-    def _apply_limits(self, model: Any, key: str, path: Path, r: Any) -> dict:
-        """render.limits on a loaded level: over max_triangles it fails (scene_over_limit,
-        remembered for the level's other trajectories); textures over max_texture_px (or the
-        GL driver's maximum) are downscaled, each one logged. Returns the level report's
-        ``triangles``, ``max_texture_px`` (longest side as rendered) and
-        ``textures_downscaled``."""
-        from .scene_limits import (
-            count_triangles,
-            describe_downscale,
-            largest_texture_px,
-            limit_textures,
-            over_triangle_limit,
-            texture_limit,
-        )
-
-        tris = count_triangles(model)
-        over = over_triangle_limit(tris, self.s.max_triangles)
-        if over:
-            model.removeNode()
-            self._over_limit = (key, f"{path}: {over}")
-            raise _Fail("scene_over_limit", self._over_limit[1])
-        limit, why = texture_limit(self.s.max_texture_px, int(r.gsg.getMaxTextureDimension()))
-        notes = limit_textures(model, limit, why)
-        for n in notes:
-            self.log(f"render: {path}: {describe_downscale(n)}")
-        return {"triangles": tris, "max_texture_px": largest_texture_px(model),
-                "textures_downscaled": notes}
 
     def _pack_root(self, path: Path) -> Path:
         """The staged (or library) pack a level file lies in: its references stay inside."""

@@ -11,7 +11,56 @@ anyway, the same bytes in every process. Textures at or under the limit are left
 
 from __future__ import annotations
 
+import json
+import struct
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from .stage2 import Stage2Failure
+
+SCENE_OVER_LIMIT = "scene_over_limit"
+
+
+class SceneOverLimit(Stage2Failure):
+    """A level over ``render.limits.max_triangles`` (reason ``scene_over_limit``)."""
+
+    def __init__(self, detail: str):
+        super().__init__(SCENE_OVER_LIMIT, detail)
+
+
+def gltf_triangles(path: Path) -> int | None:
+    """The triangles a glTF level declares (its accessors' counts through the node tree, as
+    the inventory counts them), read from the JSON alone: a GLB's first chunk, never its
+    binary. None for other formats or a file the loader should judge."""
+    from ..core.gltf_probe import probe_gltf_doc
+    from ..core.model_record import ProbeError
+
+    suffix = path.suffix.lower()
+    if suffix not in (".glb", ".gltf"):
+        return None
+    try:
+        with open(path, "rb") as f:
+            if suffix == ".glb":
+                head = f.read(20)
+                if len(head) < 20 or head[:4] != b"glTF" or head[16:20] != b"JSON":
+                    return None
+                doc = json.loads(f.read(struct.unpack_from("<I", head, 12)[0]))
+            else:
+                doc = json.loads(f.read())
+        return int(probe_gltf_doc(doc, None).triangles)
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, ProbeError):
+        return None
+
+
+def check_file(path: Path, max_triangles: int) -> None:
+    """Refuse a glTF level over the limit before it is loaded (loading one costs ~1.7 KB of
+    RAM a triangle at its peak: a level many times over the limit must not take the slot's
+    memory to find out)."""
+    n = gltf_triangles(path)
+    over = None if n is None else over_triangle_limit(n, max_triangles)
+    if over:
+        raise SceneOverLimit(f"{path}: {over} (the glTF's accessors, not loaded)")
 
 
 def count_triangles(root: Any) -> int:
@@ -85,6 +134,24 @@ def limit_textures(root: Any, limit: int, why: str) -> list[dict]:
         notes.append({**note, "to": [nw, nh]})
     notes.sort(key=lambda d: (d["file"], d["texture"]))
     return notes
+
+
+def apply_limits(model: Any, path: Path, max_triangles: int, max_texture_px: int,
+                 driver_max: int, log: Callable[[str], Any]) -> dict:
+    """``render.limits`` on a loaded level (before it is made resident): over
+    ``max_triangles`` it is a :class:`SceneOverLimit`; textures over ``max_texture_px`` (or
+    the GL driver's maximum) are downscaled, each one logged. Returns the level report's
+    ``triangles``, ``max_texture_px`` (longest side as rendered) and ``textures_downscaled``."""
+    tris = count_triangles(model)
+    over = over_triangle_limit(tris, max_triangles)
+    if over:
+        raise SceneOverLimit(f"{path}: {over}")
+    limit, why = texture_limit(max_texture_px, driver_max)
+    notes = limit_textures(model, limit, why)
+    for n in notes:
+        log(f"render: {path}: {describe_downscale(n)}")
+    return {"triangles": tris, "max_texture_px": largest_texture_px(model),
+            "textures_downscaled": notes}
 
 
 def largest_texture_px(root: Any) -> int:

@@ -103,23 +103,34 @@ def test_the_compute_backend_samples_the_downscaled_texture(traj_on_big_level, t
         ir.close()
 
 
+@pytest.mark.parametrize("fmt", ["glb", "obj"])
 def test_a_level_over_max_triangles_fails_stage2_naming_the_limit(traj_on_big_level, tmp_path,
-                                                                    monkeypatch, big_level):
+                                                                    monkeypatch, big_level, fmt):
+    """A glTF is refused from its accessors' counts before it is loaded; another format is
+    counted once loaded. Either way the level's next trajectory fails without a new load."""
     import stages.engine.models as models
 
+    level = big_level
+    if fmt == "obj":  # the same quad as an OBJ
+        level = tmp_path / "quad" / "quad.obj"
+        level.parent.mkdir()
+        level.write_text("v -50 0 -50\nv 50 0 -50\nv 50 0 50\nv -50 0 50\nf 1 3 2\nf 1 4 3\n")
+    traj = replay_on(traj_on_big_level, tmp_path / "traj" / "traj_0000", level)
     loads = []
     real = models.load_model
     monkeypatch.setattr(models, "load_model", lambda *a, **k: loads.append(a) or real(*a, **k))
     ir = _renderer(tmp_path / "inst", "gl", "render.limits.max_triangles=1")
+    want = f"{level}: 2 triangles > render.limits.max_triangles 1" + (
+        " (the glTF's accessors, not loaded)" if fmt == "glb" else "")
     try:
-        for _ in range(2):  # the second trajectory of the level fails without loading it again
+        for _ in range(2):
             with pytest.raises(Stage2Failure) as exc:
-                ir.render(traj_on_big_level, "traj_0000", "k" * 16)
-            assert exc.value.reason == "scene_over_limit"
-            assert exc.value.detail == f"{big_level}: 2 triangles > render.limits.max_triangles 1"
+                ir.render(traj, "traj_0000", "k" * 16)
+            assert (exc.value.reason, exc.value.detail) == ("scene_over_limit", want)
     finally:
         ir.close()
-    assert len(loads) == 1 and not (tmp_path / "inst" / "traj_0000").exists()
+    assert len(loads) == (0 if fmt == "glb" else 1)
+    assert not (tmp_path / "inst" / "traj_0000").exists()
 
 
 def test_screening_fails_a_level_over_max_triangles_and_selection_says_why(tmp_path):
