@@ -41,11 +41,12 @@ class TrajectoriesConfig:
 class RenderLimitsConfig:
     # the most triangles a level may draw (its loaded scene, every instance counted). A level
     # over it is not screened (screen reason over_limit, from the inventory's count) and fails
-    # Stage II as scene_over_limit, naming both numbers. 10 M: the sample levels hold thousands
-    # and a few-million-triangle level passes (a 1-4 M textured scene rasterized at 73-172
-    # five-view frames/s on the H200, docs/FACTS), while the compute backend keeps ~192 B a
-    # triangle on the host and again on the device (corners, normals, tangents, UVs, colours),
-    # ~1.9 GB a slot at 10 M, ~31 GB for 16 slots of a 128 GB node
+    # Stage II as scene_over_limit naming both numbers (a glTF before it is loaded). 5 M: the
+    # sample levels hold thousands and a 4 M-triangle level renders (GL, llvmpipe: 59 s, 6.7 GB
+    # peak RSS for 3 frames; bench_render_limits.py), but loading costs ~1.7 KB of RAM a
+    # triangle at its peak (panda3d-gltf's conversion: 3.4 GB for 2 M, 1.5 GB kept), so 5 M
+    # (~8.5 GB) is about one slot's share of the H200 host (125 GiB, 16 slots); the compute
+    # backend keeps ~192 B a triangle more on the host and again on the device
     max_triangles: int = MAX_TRIANGLES
     # the longest texture side, px, rendered at full size (both backends); a longer texture is
     # halved at load (its own mip chain, box-filtered) until it fits, and meta.json's

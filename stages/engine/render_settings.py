@@ -17,7 +17,7 @@ BACKENDS = ("gl", "compute", "auto")  # render.backend's values
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed
-MAX_TRIANGLES = 10_000_000
+MAX_TRIANGLES = 5_000_000
 MAX_TEXTURE_PX = 8192
 LIMITS = {"max_triangles": MAX_TRIANGLES, "max_texture_px": MAX_TEXTURE_PX}
 
