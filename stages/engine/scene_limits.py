@@ -150,6 +150,11 @@ def apply_limits(model: Any, path: Path, max_triangles: int, max_texture_px: int
     notes = limit_textures(model, limit, why)
     for n in notes:
         log(f"render: {path}: {describe_downscale(n)}")
+        # meta.json names the image relative to the level's folder: the same bytes wherever
+        # the pack is staged
+        f, here = Path(n["file"]).resolve(), path.resolve().parent
+        n["file"] = f.relative_to(here).as_posix() if f.is_relative_to(here) else f.name
+    notes.sort(key=lambda d: (d["file"], d["texture"]))
     return {"triangles": tris, "max_texture_px": largest_texture_px(model),
             "textures_downscaled": notes}
 

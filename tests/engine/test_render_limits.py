@@ -89,7 +89,7 @@ def test_a_texture_over_max_texture_px_is_halved_and_the_note_says_so(traj_on_bi
     (note,) = lv["textures_downscaled"]
     assert note["from"] == [BIG, BIG] and note["to"] == [2048, 2048]
     assert note["limit"] == "render.limits.max_texture_px 3000"
-    assert note["file"].endswith("ground.png")
+    assert note["file"] == "ground.png"  # beside the level: no machine's staging path
     assert any("8192x8192 -> 2048x2048: over render.limits.max_texture_px 3000" in x
                for x in lines), lines
     assert meta["alignment"]["aligned_fraction"] >= 0.95
