@@ -1,6 +1,7 @@
 """What Stage II renders at most (``render.limits``, issue #30 "Bad input and faults"): a
-loaded level's triangle count, checked against ``max_triangles``, and its textures, each
-brought within ``max_texture_px`` (and the GL driver's own maximum) before it is made resident.
+level's triangle count, checked against ``max_triangles`` (a glTF's from its JSON before it is
+loaded, any level's once loaded), and its textures, each brought within ``max_texture_px`` (and
+the GL driver's own maximum) before it is made resident.
 
 Both backends read the same Panda3D textures (the compute one copies their RAM images into its
 texture table), so one downscale here serves both. A texture over the limit is halved, level
