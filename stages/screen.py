@@ -9,7 +9,9 @@ Stage II at the screening preset, then automatic detectors, each a reason code:
   frames, or its capsule bottom far above the visible ground straight below it (collision the
   camera cannot see: invisible blockers, misplaced custom collision);
 - ``interpenetration``: the capsule overlapping visible geometry beyond a tolerance (drawn
-  geometry without collision: foliage, set dressing).
+  geometry without collision: foliage, set dressing);
+- ``over_limit``: more triangles (the inventory's count) than ``render.limits.max_triangles``:
+  no clip is run, the detail gives both numbers, and a review verdict does not lift it.
 
 Screening uses the library's own characters (``screen.characters``: empty = every usable
 walking character of the library screened; a named one it lacks stops the stage at start-up).
@@ -32,11 +34,13 @@ import yaml
 from .config import ConfigError, WmforgeConfig
 from .core.model_probe import normalize_coordinate_system
 from .datasets.clip_spans import clip_index
+from .engine.scene_limits import over_triangle_limit
 from .media.contact_sheet import SheetClip, contact_sheet
 from .parquet_io import write_parquet
 from .quality.renderability import (
     LOAD_FAILURE,
     NO_WALKABLE_REGION,
+    OVER_LIMIT,
     DetectorThresholds,
     clip_measurements,
     clip_reasons,
@@ -116,6 +120,18 @@ def measure_clip(probe, render_dir: Path, th: DetectorThresholds) -> dict:
                              pens, th)
 
 
+def over_limit_levels(levels: pd.DataFrame, max_triangles: int) -> dict[str, str]:
+    """level id -> why, for inventory rows with more triangles than
+    ``render.limits.max_triangles`` (rows without a count, such as Unreal maps, pass)."""
+    out = {}
+    for lid, tris in zip(levels["level_id"].astype(str), levels["triangles"], strict=True):
+        if tris is not None and not pd.isna(tris):
+            why = over_triangle_limit(int(tris), max_triangles)
+            if why:
+                out[lid] = f"{why} (inventory count)"
+    return out
+
+
 def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[str, dict],
                   library: Path, log=print) -> tuple[pd.DataFrame, pd.DataFrame]:
     from .engine.geometry_probe import VisibleGeometryProbe
@@ -124,17 +140,27 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
     levels = pd.read_parquet(inventory / "levels.parquet")
     chars = pd.read_parquet(inventory / "characters.parquet")
     cand = levels[levels["enabled"].astype(bool)].sort_values("level_id")
-    ids = cand["level_id"].astype(str).tolist()
+    over = over_limit_levels(cand, cfg.render.limits.max_triangles)
+    ids = [x for x in cand["level_id"].astype(str) if x not in over]
     who = screening_characters(chars, list(s.characters), str(inventory / "characters.parquet"))
     rcfg = clip_render_config(cfg, s.preset, s.width, s.height, s.spatial_samples, s.timeout_s)
-    s1, index, s2 = run_clips(cfg, inventory, ids, s.clips, s.clip_s, s.seed_offset, who, rcfg,
-                              out / "work", s.timeout_s, log)
+    if ids:
+        s1, index, s2 = run_clips(cfg, inventory, ids, s.clips, s.clip_s, s.seed_offset, who,
+                                  rcfg, out / "work", s.timeout_s, log)
+    else:  # never run_clips with no level: an empty level list means every level there
+        s1 = s2 = pd.DataFrame(columns=["level_id", "trajectory", "reason", "detail"])
+        index = pd.DataFrame(columns=["level_id", "trajectory", "character_id", "path"])
     th = DetectorThresholds(s.hover_airborne_share, s.hover_gap_m, s.hover_gap_share,
                             s.penetration_tol_m, s.penetration_share)
     root = out / "work" / "renders"
     clip_rows, level_rows = [], []
     for row in cand.to_dict("records"):
         lid = str(row["level_id"])
+        if lid in over:
+            level_rows.append(_over_limit_row(lid, row, over[lid], s.clips, review.get(lid),
+                                              out, s.sheet_tile_w))
+            log(f"screen: {lid}: fail {OVER_LIMIT}: {over[lid]}")
+            continue
         f1 = s1[s1["level_id"] == lid]
         f2 = s2[s2["level_id"] == lid]
         engine_fail = []
@@ -206,6 +232,22 @@ def screen_levels(cfg: WmforgeConfig, inventory: Path, out: Path, review: dict[s
     clips_df = pd.DataFrame(clip_rows, columns=CLIP_COLUMNS).sort_values(
         ["level_id", "clip"]).reset_index(drop=True)
     return clips_df, pd.DataFrame(level_rows, columns=LEVEL_COLUMNS)
+
+
+def _over_limit_row(lid: str, row: dict, why: str, clips: int, rv: dict | None, out: Path,
+                    tile_w: int) -> dict:
+    """The level row (and contact sheet) of a level over a render limit: failed, no clip run;
+    a review verdict is recorded but does not lift the limit (raise the limit instead)."""
+    detail = why + ("; the review verdict pass does not lift a render limit: raise "
+                    "render.limits.max_triangles" if rv and rv["verdict"] == "pass" else "")
+    sheet = out / "sheets" / f"{lid.replace('/', '__')}.png"
+    contact_sheet(lid, [SheetClip("every clip (the level)", None, [OVER_LIMIT], detail)],
+                  "fail", [OVER_LIMIT], sheet, tile_w)
+    return {"level_id": lid, "category": row.get("category"), "clips": clips,
+            "clips_rendered": 0, "auto_verdict": "fail", "auto_reasons": OVER_LIMIT,
+            "review_verdict": rv["verdict"] if rv else None,
+            "review_note": rv["note"] if rv else None, "verdict": "fail",
+            "reasons": OVER_LIMIT, "detail": detail, "contact_sheet": str(sheet.relative_to(out))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -134,7 +134,7 @@ class _Glb:
                           "bufferViews": [], "accessors": []}
 
     def acc(self, arr: np.ndarray, ctype: int, typ: str, minmax: bool = False) -> int:
-        fmt = {5126: np.float32, 5123: np.uint16, 5121: np.uint8}[ctype]
+        fmt = {5126: np.float32, 5125: np.uint32, 5123: np.uint16, 5121: np.uint8}[ctype]
         data = np.ascontiguousarray(arr, dtype=fmt).tobytes()
         while len(self.bin) % 4:
             self.bin.append(0)

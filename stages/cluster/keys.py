@@ -114,7 +114,8 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         meter_frames=rcfg.meter_frames, shadow_pcf_taps=rcfg.shadow_pcf_taps,
         exposure_key=rcfg.exposure_key, tone_map=rcfg.tone_map,
         ibl_strength=rcfg.ibl_strength, shading=rcfg.shading,
-        ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend)
+        ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend,
+        max_triangles=rcfg.limits.max_triangles, max_texture_px=rcfg.limits.max_texture_px)
 
 
 def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",

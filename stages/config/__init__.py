@@ -27,7 +27,13 @@ from .loading import (
     load_params,
     schema_defaults_yaml,
 )
-from .rendering import RESOLUTION_PRESETS, EngineConfig, RenderConfig, TrajectoriesConfig
+from .rendering import (
+    RESOLUTION_PRESETS,
+    EngineConfig,
+    RenderConfig,
+    RenderLimitsConfig,
+    TrajectoriesConfig,
+)
 from .schema import WmforgeConfig, register_configs
 from .validation import (
     ConfigError,
@@ -41,7 +47,8 @@ __all__ = [
     "CONF_DIR", "PARAMS_PATH", "REPO_ROOT", "RESOLUTION_PRESETS", "SCHEMA_DEFAULTS_NAME",
     "CaptionConfig", "ClipsConfig", "ClusterConfig", "ConfigError", "EngineConfig",
     "InventoryConfig", "LibraryConfig", "MonitorConfig", "NodeConfig", "RenderConfig",
-    "ReportConfig", "SampleLibraryConfig", "ScoreConfig", "ScreenConfig", "SelectConfig",
+    "RenderLimitsConfig", "ReportConfig", "SampleLibraryConfig", "ScoreConfig", "ScreenConfig",
+    "SelectConfig",
     "ShardConfig", "TrajectoriesConfig", "UnrealConfig", "UploadConfig", "VLMConfig",
     "WmforgeConfig", "compose", "composed_yaml", "load_params", "register_configs",
     "schema_defaults_yaml", "validate", "validate_cluster_settings", "validate_node",

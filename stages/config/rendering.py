@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..core.cameras import CameraRigConfig
 from ..core.stage1_config import ActionConfig, SpawnConfig
+from ..engine.render_settings import MAX_TEXTURE_PX, MAX_TRIANGLES
 
 
 @dataclass
@@ -34,6 +35,25 @@ class TrajectoriesConfig:
     actions: ActionConfig = field(default_factory=ActionConfig)
     spawn: SpawnConfig = field(default_factory=SpawnConfig)
     cameras: CameraRigConfig = field(default_factory=CameraRigConfig)
+
+
+@dataclass
+class RenderLimitsConfig:
+    # the most triangles a level may draw (its loaded scene, every instance counted). A level
+    # over it is not screened (screen reason over_limit, from the inventory's count) and fails
+    # Stage II as scene_over_limit naming both numbers (a glTF before it is loaded). 5 M: the
+    # sample levels hold thousands and a 4 M-triangle level renders (GL, llvmpipe: 59 s, 6.7 GB
+    # peak RSS for 3 frames; bench_render_limits.py), but loading costs ~1.7 KB of RAM a
+    # triangle at its peak (panda3d-gltf's conversion: 3.4 GB for 2 M, 1.5 GB kept), so 5 M
+    # (~8.5 GB) is about one slot's share of the H200 host (125 GiB, 16 slots); the compute
+    # backend keeps ~192 B a triangle more on the host and again on the device
+    max_triangles: int = MAX_TRIANGLES
+    # the longest texture side, px, rendered at full size (both backends); a longer texture is
+    # halved at load (its own mip chain, box-filtered) until it fits, and meta.json's
+    # level.textures_downscaled says which, from what size to what. 8192: 8k textures render
+    # at full size (256 MiB a texture as RGBA8); the GL driver's own maximum (16384 on Mesa,
+    # 32768 on NVIDIA) caps it where lower
+    max_texture_px: int = MAX_TEXTURE_PX
 
 
 RESOLUTION_PRESETS = {"540p": (960, 540), "720p": (1280, 720), "1080p": (1920, 1080)}
@@ -117,6 +137,8 @@ class RenderConfig:
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s
     # (two runs), every layer at 13 %, below the 80 % the issue asks (docs/ground-truth.md)
     ground_truth: list[str] = field(default_factory=list)
+    # what Stage II renders at most (triangles, texture size); see RenderLimitsConfig
+    limits: RenderLimitsConfig = field(default_factory=RenderLimitsConfig)
 
     def size(self) -> tuple[int, int]:
         if self.width and self.height:

@@ -103,6 +103,12 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if obj.shard.max_shard_bytes < 1_000_000:
         raise ConfigError(f"{source}: shard.max_shard_bytes {obj.shard.max_shard_bytes}: "
                           "expected at least 1000000")
+    for k, what in (("max_triangles", "triangles a level may draw"),
+                    ("max_texture_px", "px, the longest texture side rendered at full size")):
+        v = getattr(r.limits, k)
+        if v < 1:
+            raise ConfigError(f"{source}: render.limits.{k} {v}: expected a whole number >= 1 "
+                              f"({what})")
     if not 0 <= r.align_min <= 1:
         raise ConfigError(f"{source}: render.align_min {r.align_min}: expected 0..1")
     return obj

@@ -46,6 +46,10 @@ class InstanceRenderer:
         self.r: Any = None
         self.level_key: str | None = None
         self.level_report: dict = {}
+        # (level key, detail) of a level found over render.limits.max_triangles: its later
+        # trajectories fail at once instead of loading it again (the detail only: a kept
+        # exception's traceback would keep the loaded level alive)
+        self._over_limit: tuple[str, str] | None = None
         self.char_key: str | None = None
         self.encoder: Any = None
         self._beat_at = -1e9
@@ -90,6 +94,10 @@ class InstanceRenderer:
         self.level_report["exposure_compensation"] = ev
         if key == self.level_key:
             return
+        from .scene_limits import SceneOverLimit, apply_limits, check_file
+
+        if self._over_limit is not None and self._over_limit[0] == key:
+            raise SceneOverLimit(self._over_limit[1])
         if not path.is_file():
             raise _Fail("missing_asset", f"level file {path} (meta.json level.path) not found")
         r = self._renderer()
@@ -98,19 +106,27 @@ class InstanceRenderer:
         except (AssetInputError, OSError) as exc:
             raise _Fail("bad_asset", f"{path}: {exc}") from None
         try:
-            from .models import load_model
+            check_file(path, self.s.max_triangles)
+            try:
+                from .models import load_model
 
-            model = load_model(str(path), float(lv.get("scale", 1.0)), up)
-        except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
-            raise _Fail("missing_asset", f"{path}: {exc}") from None
-        model.flattenLight()
+                model = load_model(str(path), float(lv.get("scale", 1.0)), up)
+            except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
+                raise _Fail("missing_asset", f"{path}: {exc}") from None
+            model.flattenLight()
+            limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px,
+                                  int(r.gsg.getMaxTextureDimension()), self.log)
+        except SceneOverLimit as exc:
+            self._over_limit = (key, exc.detail)
+            raise
         lighting = load_level_lighting(str(path))
         rep = r.load_level(model, lighting, source=str(lv.get("path", "")))
         self.beat(0.0)
         r.warmup(self.s.warmup_frames)
         self.beat(0.0)
         self.level_report = {"removed": rep.removed, "textures": rep.textures,
-                             "textures_full_res": rep.textures_full_res, "lights": rep.lights,
+                             "textures_full_res": rep.textures_full_res, **limits,
+                             "lights": rep.lights,
                              "dynamic_props": rep.props,
                              "warmup_frames": self.s.warmup_frames,
                              "lighting": lighting.get("preset") or lighting.get("lighting"),

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
+# render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
+# comments say why these numbers): settings at these values leave as_dict, and so render keys,
+# as they were before the limits existed
+MAX_TRIANGLES = 5_000_000
+MAX_TEXTURE_PX = 8192
+LIMITS = {"max_triangles": MAX_TRIANGLES, "max_texture_px": MAX_TEXTURE_PX}
 
 
 class RenderSettingsError(ValueError):
@@ -57,10 +63,16 @@ class RenderSettings:
     # records the one used). Like ground_truth: gl leaves as_dict, and so render keys, as
     # they were before the compute renderer existed
     backend: str = "gl"
+    # render.limits: a level with more triangles fails as scene_over_limit; a texture with a
+    # longer side is halved at load until it fits (stages.engine.scene_limits). Like backend:
+    # at the defaults they are left out of as_dict
+    max_triangles: int = MAX_TRIANGLES
+    max_texture_px: int = MAX_TEXTURE_PX
 
     def as_dict(self) -> dict[str, Any]:
         """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
-        ``ground_truth`` only when on, ``backend`` only when not gl)."""
+        ``ground_truth`` only when on, ``backend`` only when not gl, each limit only when not
+        its default)."""
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["ground_truth"]:
             d["ground_truth"] = list(d["ground_truth"])
@@ -68,6 +80,9 @@ class RenderSettings:
             del d["ground_truth"]
         if d["backend"] == "gl":
             del d["backend"]
+        for k, default in LIMITS.items():
+            if d[k] == default:
+                del d[k]
         return d
 
     @classmethod
@@ -79,7 +94,7 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = {"ground_truth", "backend"}
+        optional = {"ground_truth", "backend", *LIMITS}
         missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
@@ -99,6 +114,11 @@ class RenderSettings:
         if kw.get("backend", "gl") not in BACKENDS:
             raise RenderSettingsError(f"{where}: backend {kw['backend']!r}; expected one of "
                                       f"{', '.join(BACKENDS)}")
+        for k in LIMITS:
+            v = kw.get(k, LIMITS[k])
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise RenderSettingsError(f"{where}: {k} {v!r}; expected a whole number >= 1 "
+                                          f"(render.limits.{k})")
         return cls(**kw)
 
     def replace(self, **changes: Any) -> RenderSettings:

@@ -12,7 +12,9 @@ LOAD_FAILURE = "load_failure"
 NO_WALKABLE_REGION = "no_walkable_region"
 HOVERING = "hovering"
 INTERPENETRATION = "interpenetration"
-REASONS = (LOAD_FAILURE, NO_WALKABLE_REGION, HOVERING, INTERPENETRATION)
+# more triangles than render.limits.max_triangles (the inventory's count): never run
+OVER_LIMIT = "over_limit"
+REASONS = (LOAD_FAILURE, NO_WALKABLE_REGION, HOVERING, INTERPENETRATION, OVER_LIMIT)
 
 
 @dataclass(frozen=True)
