@@ -134,11 +134,12 @@ class NodeRunner:
             while True:
                 if self._stop:
                     raise SystemExit(f"node: {self._stop}: engine processes killed")
-                for slot in self.slots:
-                    if slot.unit is None and queue:
-                        self._assign(slot, queue.popleft())
-                    elif slot.waiting:
+                for slot in self.slots:  # steps waiting for a device's lowered limit first
+                    if slot.waiting:
                         self._next(slot)
+                for slot in self.slots:  # then new units, only where a process may start now
+                    if slot.unit is None and queue and self.limits.may_start(slot.plan):
+                        self._assign(slot, queue.popleft())
                     if slot.run is not None:
                         self._poll(slot)
                 views = [self._view(s) for s in self.slots]
