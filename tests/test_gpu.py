@@ -66,8 +66,9 @@ def test_node_runner_on_one_gpu_renders_on_that_gpu(trajs, tmp_path):
 def test_real_cuda_oom_and_device_assert_through_the_node_runner(trajs, tmp_path,
                                                                  monkeypatch):
     """On the GPU the fault injection is real: torch's CUDA allocator, capped at a thousandth
-    of the card, is asked for 1 GiB (``gpu_oom``: retried once fewer slots share GPU 0) and a kernel indexes out of range (a
-    device-side assert: ``gpu_error``, only that process ends; retries as for any error)."""
+    of the card, is asked for 1 GiB (``gpu_oom``: retried once fewer slots share GPU 0), and
+    a kernel indexes out of range (a device-side assert: ``gpu_error``, only that process
+    ends; retries as for any error)."""
     import dataclasses
 
     from stages.cluster.lifecycle import render_trajectories

@@ -74,6 +74,15 @@ def test_out_of_memory_is_retried_at_fewer_slots_and_alone_it_is_a_failure_row(
                    for b in after[i + 1:]), after
     snaps = read_snapshots(tmp_path / "snap")
     assert {s["reason"] for s in snaps} == {"host_oom"} and len(snaps) == 3
+    # what an operator sees: slots.json and `cluster health`'s "needs a person"
+    from stages.cluster.health import needs_person, slots_view
+
+    sv = slots_view(tmp_path)
+    assert sv["lowered"] == {"host": "2 -> 1"}
+    row = {"store": {"ok": True}, "uploader": {"status": "running", "backlog": 0,
+                                               "oldest_s": 0.0},
+           "monitor": {"gpus": [], "disk": {"level": "ok"}}, "slots": sv}
+    assert needs_person(row, 600.0) == ["host runs 1 of 2 processes after running out of memory"]
     assert not _engines(str(tmp_path))
 
 

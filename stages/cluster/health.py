@@ -65,11 +65,12 @@ def slots_view(root: Path) -> dict:
     try:
         st = json.loads((root / "work" / "slots.json").read_text())
     except (OSError, ValueError):
-        return {"busy": 0, "idle": 0, "queued": 0, "age_s": None}
+        return {"busy": 0, "idle": 0, "queued": 0, "age_s": None, "lowered": {}}
     slots = st.get("slots", [])
     busy = sum(1 for s in slots if s.get("stage") != "idle")
     return {"busy": busy, "idle": len(slots) - busy, "queued": st.get("queued", 0),
-            "age_s": round(time.time() - float(st.get("updated", 0)), 1)}
+            "age_s": round(time.time() - float(st.get("updated", 0)), 1),
+            "lowered": st.get("limits_lowered", {})}
 
 
 def lease_view(alloc: dict | None, node: str, now: float | None = None) -> dict:
@@ -96,6 +97,9 @@ def needs_person(row: dict, backlog_alert_s: float) -> list[str]:
         out.append(f"backlog {up['oldest_s']:.0f} s old")
     bad = sorted({g["reason"] for g in row["monitor"]["gpus"] if g["reason"] in GPU_BAD})
     out += [f"gpu {r}" for r in bad]
+    for g, fell in sorted(row["slots"].get("lowered", {}).items()):
+        out.append(f"{g} runs {fell.split(' -> ')[1]} of {fell.split(' -> ')[0]} processes "
+                   "after running out of memory")
     if row["monitor"]["disk"]["level"] in ("drain", "prune"):
         out.append(f"disk {row['monitor']['disk']['level']}")
     return out

@@ -171,7 +171,8 @@ class NodeRunner:
         tmp = f.with_name(f".slots.json.{os.getpid()}")
         try:
             tmp.write_text(json.dumps({"updated": now, "pid": os.getpid(), "queued": queued,
-                                       "slots": rows, "running_limits": self.limits.limit}))
+                                       "slots": rows, "running_limits": self.limits.limit,
+                                       "limits_lowered": self.limits.lowered()}))
             tmp.replace(f)
         except OSError:
             return  # a full disk must not stop the runner; health says the file is old

@@ -63,6 +63,11 @@ class SlotLimits:
                 self.limit[g] = self.limit.get(g, 0) + 1
                 self.running.setdefault(g, set())
 
+    def lowered(self) -> dict[str, str]:
+        """Groups whose limit fell below their slot count: ``{"gpu0": "4 -> 1"}``."""
+        return {g: f"{len(self.members[g])} -> {n}" for g, n in sorted(self.limit.items())
+                if n < len(self.members.get(g, ()))}
+
     def may_start(self, plan: SlotPlan) -> bool:
         """Whether a process may start on this slot now (each of its groups under its limit)."""
         return all(len(self.running[g]) < self.limit[g] for g in (group_of(plan), HOST))
