@@ -113,3 +113,24 @@ def test_the_permissive_reader_is_gone_and_only_core_gltf_parses_a_glb():
     # the writer packs the magic; only the reader checks it
     assert readers == ["stages/assetgen/gltf_writer.py", "stages/core/gltf.py"], readers
     assert Path(clips.__file__).read_text().count("json.loads") == 0
+
+
+def test_the_json_alone_reader_matches_the_whole_reader_on_real_files(tmp_path):
+    """``read_gltf_doc`` (used before loading a level to count its triangles) gives the same
+    document as ``read_gltf`` without reading a GLB's binary, and refuses what it refuses."""
+    import pytest
+
+    from stages.core.gltf import GltfError, read_gltf, read_gltf_doc
+
+    real = sorted((REPO / "tests" / "data" / "real_assets").rglob("*.gl[bt]*"))
+    assert len(real) >= 6
+    for f in real:
+        assert read_gltf_doc(f) == read_gltf(f)[0], f
+    glb = next(f for f in real if f.suffix == ".glb")
+    data = glb.read_bytes()
+    (tmp_path / "cut.glb").write_bytes(data[:40])
+    with pytest.raises(GltfError, match="complete JSON chunk"):
+        read_gltf_doc(tmp_path / "cut.glb")
+    (tmp_path / "bad.glb").write_bytes(b"gLTF" + data[4:])
+    with pytest.raises(GltfError, match="magic"):
+        read_gltf_doc(tmp_path / "bad.glb")

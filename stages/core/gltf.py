@@ -84,6 +84,30 @@ def parse_gltf_json(data: bytes) -> Any:
         raise GltfError("corrupt_file", f"glTF JSON does not parse: {exc}") from None
 
 
+def read_gltf_doc(path: Path) -> Any:
+    """The JSON document alone of a .glb (its first chunk: the binary is never read, so a
+    huge level costs its JSON only) or a .gltf file; GltfError when it does not parse, OSError
+    when it cannot be read."""
+    if path.suffix.lower() != ".glb":
+        return parse_gltf_json(path.read_bytes())
+    with open(path, "rb") as f:
+        head = f.read(GLB_HEADER_BYTES)
+        if len(head) < GLB_HEADER_BYTES:
+            raise GltfError("corrupt_file", f"glb is {len(head)} bytes, shorter than its header")
+        magic, version, _length = struct.unpack_from("<4sII", head, 0)
+        if magic != GLB_MAGIC:
+            raise GltfError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
+        if version != 2:
+            raise GltfError("unsupported_format", f"glTF version {version}, expected 2")
+        clen, ctype = struct.unpack_from("<I4s", head, 12)
+        if ctype != JSON_CHUNK:
+            raise GltfError("corrupt_file", "first glb chunk is not a JSON chunk")
+        chunk = f.read(clen)
+    if len(chunk) < clen:
+        raise GltfError("corrupt_file", "first glb chunk is not a complete JSON chunk")
+    return parse_gltf_json(chunk)
+
+
 def read_gltf(path: Path) -> tuple[dict, bytes]:
     """(document, binary) of a .glb (its BIN chunk; empty when none) or a .gltf file (the file
     its first buffer's ``uri`` names, beside it; empty when there is no uri). GltfError for a

@@ -12,8 +12,6 @@ anyway, the same bytes in every process. Textures at or under the limit are left
 
 from __future__ import annotations
 
-import json
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,23 +32,16 @@ def gltf_triangles(path: Path) -> int | None:
     """The triangles a glTF level declares (its accessors' counts through the node tree, as
     the inventory counts them), read from the JSON alone: a GLB's first chunk, never its
     binary. None for other formats or a file the loader should judge."""
+    from ..core.gltf import GltfError, read_gltf_doc
     from ..core.gltf_probe import probe_gltf_doc
     from ..core.model_record import ProbeError
 
-    suffix = path.suffix.lower()
-    if suffix not in (".glb", ".gltf"):
+    if path.suffix.lower() not in (".glb", ".gltf"):
         return None
     try:
-        with open(path, "rb") as f:
-            if suffix == ".glb":
-                head = f.read(20)
-                if len(head) < 20 or head[:4] != b"glTF" or head[16:20] != b"JSON":
-                    return None
-                doc = json.loads(f.read(struct.unpack_from("<I", head, 12)[0]))
-            else:
-                doc = json.loads(f.read())
-        return int(probe_gltf_doc(doc, None).triangles)
-    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, ProbeError):
+        return int(probe_gltf_doc(read_gltf_doc(path), None).triangles)
+    except (OSError, GltfError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            ProbeError):
         return None
 
 
