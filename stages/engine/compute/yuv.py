@@ -12,7 +12,7 @@ in float where swscale works in fixed point: planes agree within ±1 (tests/engi
 The compute backend on a GPU (``compute.targets``, ``yuv``) converts every view here, tiles
 the preview here too (:func:`tile_preview`, the same bytes as ``media.video.tile_preview``)
 and copies all the planes to the host at once (half the bytes of RGB); the writers take them
-as ``media.video.Yuv420``. The conversion was 9 % of an encoding thread's CPU at 720p
+as ``media.video.Yuv420``. Fed planes, an encoding thread spent 12 % less CPU at 720p
 (tests/benchmarks/bench_encode_input.py, docs/benchmarks.md).
 """
 
