@@ -88,8 +88,11 @@ def test_out_of_memory_is_retried_at_fewer_slots_and_alone_it_is_a_failure_row(
 
 def test_a_gpu_error_ends_only_its_slot_and_the_retry_rules_apply(inv, sample_library,
                                                                   tmp_path):
+    """Raised inside the frame loop (frame 2 of A's trajectory), where the renderer wraps
+    errors as ``encode_failed``: still read as the device fault it is."""
     out, lines = _run(inv, sample_library, tmp_path,
-                      {"gpu_error": {"stage": "render", "level": A}}, "node.retries=1")
+                      {"gpu_error": {"stage": "render", "level": A, "frame": 2}},
+                      "node.retries=1")
     f = out["render_failures"]
     assert f["level_id"].tolist() == [A] and f["reason"].tolist() == ["gpu_error"]
     assert "after 2 attempts" in f["detail"].iloc[0]
@@ -97,4 +100,10 @@ def test_a_gpu_error_ends_only_its_slot_and_the_retry_rules_apply(inv, sample_li
     assert out["index"]["level_id"].tolist() == [B]  # the other slot's level rendered
     snaps = read_snapshots(tmp_path / "snap")
     assert [s["reason"] for s in snaps] == ["gpu_error", "gpu_error"]
+    from pathlib import Path
+
+    for s in snaps:
+        log = (Path(s["path"]) / "engine.log").read_text()
+        assert "fault injection: gpu_error on CastleCourtyard/Courtyard (render) at frame 2" \
+            in log and "encode_failed" not in f["detail"].iloc[0]
     assert not _engines(str(tmp_path))

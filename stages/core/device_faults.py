@@ -144,8 +144,9 @@ def exit_on_device_fault(main: Callable[[], int], label: str) -> int:
         # the traceback first, then one summary line last: the runner's failure detail is the
         # log's tail, and CUDA's messages end in several lines of advice
         traceback.print_exc(file=sys.stdout)
-        first = next((ln for ln in f"{exc}".splitlines() if ln.strip()), "")
-        print(f"{label}: device fault {kind}: {type(exc).__name__}: {first}", flush=True)
+        cause = next(e for e in _chain(exc) if _one(e))  # the fault itself, not a wrapper
+        first = next((ln for ln in f"{cause}".splitlines() if ln.strip()), "")
+        print(f"{label}: device fault {kind}: {type(cause).__name__}: {first}", flush=True)
         sys.stderr.flush()
         os._exit(EXIT_CODES[kind])
 

@@ -14,7 +14,8 @@ checkpoints and, when an entry matches, really does the fault:
   torch's CUDA allocator where it sees a GPU (``torch.OutOfMemoryError``: ``gpu_oom``), else
   the CPU allocator under an address-space limit ("can't allocate memory": ``host_oom``); the
   sizes are plausible (below the device's total), so it reads as memory pressure, not as a
-  malformed request. With ``times`` and ``count_file``, only
+  malformed request. With ``"frame": N`` it fires inside the frame loop instead, before frame
+  N is drawn (:func:`at_frame`). With ``times`` and ``count_file``, only
   the first ``times`` starts of that level do (counted in the file); else every start
   (a list of such entries for several levels);
 - ``{"gpu_error": {"stage": "render", "level": "…"}}``: on a CUDA machine a real
@@ -56,19 +57,37 @@ def at(stage: str, level: str, finished: int = 0) -> None:
     if isinstance(crash, dict) and _matches(crash, stage, level) and finished == 0:
         print(f"fault injection: crashing on {level} ({stage})", flush=True)
         os.kill(os.getpid(), signal.SIGSEGV)
-    for kind, fault in (("oom", _oom), ("gpu_error", _gpu_error)):
-        entries = doc.get(kind)
-        for entry in entries if isinstance(entries, list) else [entries]:
-            if (isinstance(entry, dict) and _matches(entry, stage, level) and finished == 0
-                    and _counted(entry)):
-                print(f"fault injection: {kind} on {level} ({stage})", flush=True)
-                fault()
+    if finished == 0:
+        _device_faults(doc, stage, level, None)
     stall = doc.get("stall")
     if (isinstance(stall, dict) and _matches(stall, stage, level)
             and finished >= int(stall.get("after", 0))):
         print(f"fault injection: stalling on {level} ({stage}) after {finished}", flush=True)
         while True:
             time.sleep(3600)
+
+
+def active() -> bool:
+    """Whether any fault is asked for (so a per-frame checkpoint costs nothing otherwise)."""
+    return bool(os.environ.get("WMFORGE_FAULT_INJECTION", ""))
+
+
+def at_frame(stage: str, level: str, frame: int) -> None:
+    """A checkpoint inside the frame loop, before frame ``frame`` is drawn: the ``oom`` and
+    ``gpu_error`` entries with ``"frame": N`` fire here, in the middle of a trajectory, where
+    the renderer's own error handling wraps what is raised."""
+    _device_faults(_entries(), stage, level, frame)
+
+
+def _device_faults(doc: dict, stage: str, level: str, frame: int | None) -> None:
+    for kind, fault in (("oom", _oom), ("gpu_error", _gpu_error)):
+        entries = doc.get(kind)
+        for entry in entries if isinstance(entries, list) else [entries]:
+            if (isinstance(entry, dict) and _matches(entry, stage, level)
+                    and entry.get("frame") == frame and _counted(entry)):
+                where = f" at frame {frame}" if frame is not None else ""
+                print(f"fault injection: {kind} on {level} ({stage}){where}", flush=True)
+                fault()
 
 
 def _counted(entry: dict) -> bool:

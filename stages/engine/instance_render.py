@@ -349,6 +349,9 @@ class InstanceRenderer:
         # frames submitted, images not yet collected: up to r.lag (render.readback pbo), so
         # the GPU draws frame f while frame f - lag is copied, gated and encoded
         waiting: deque[tuple[int, dict]] = deque()
+        from . import fault_injection
+
+        inject = fault_injection.active()  # the drills' faults inside a trajectory
         try:
             for f in range(len(rows)):
                 samples, exact = poses(f)
@@ -358,6 +361,8 @@ class InstanceRenderer:
                     nb = r.prepare_ground_truth(
                         f, segs, exact_at, (lambda g: ptab[g]) if ptab is not None
                         else (lambda g: None), dz)
+                if inject:
+                    fault_injection.at_frame("render", str(meta.get("level_id", "")), f)
                 waiting.append((f, r.submit(samples, exact, dz)))
                 if layers is not None and layers.on:
                     layers.put(r.gt.read(), *nb)
