@@ -107,3 +107,54 @@ def test_a_gpu_error_ends_only_its_slot_and_the_retry_rules_apply(inv, sample_li
         assert "fault injection: gpu_error on CastleCourtyard/Courtyard (render) at frame 2" \
             in log and "encode_failed" not in f["detail"].iloc[0]
     assert not _engines(str(tmp_path))
+
+
+def test_the_kernels_oom_killer_is_host_oom_and_the_retry_alone_fits(inv, sample_library,
+                                                                     tmp_path):
+    """Real memory pressure: the runner's engines are capped together (node.memory_gb, a
+    memory cgroup) and each Stage I engine takes 1 GiB at its start for 3 s (fault
+    injection, named so). Two at once do not fit: the kernel's OOM killer takes one, the
+    runner reads its cgroup's kill counter (host_oom, not engine_crashed), lowers the host's
+    limit and runs it again alone, where it fits. node.retries=0: that retry was not one."""
+    from stages.cluster.cgroup_memory import SlotCgroups
+
+    probe = SlotCgroups(["probe"], 1 << 30)
+    if not probe.available:
+        pytest.skip(f"no memory cgroup can be made here: {probe.why}")
+    probe.close()
+    out, lines = _run(inv, sample_library, tmp_path,
+                      {"hog": {"stage": "stage1", "level": "*", "mb": 1024, "hold_s": 3}},
+                      "node.memory_gb=1.75", "node.retries=0")
+    steps = out["steps"]
+    s1 = steps[steps["stage"] == "stage1"]
+    killed = s1[s1["reason"] == "host_oom"]
+    assert len(killed) == 1, steps.to_string()
+    assert any("killed by the kernel's OOM killer: the host's memory ran out "
+               "(node.memory_gb 1.75)" in m for m in lines), lines
+    assert any("host: 2 processes" in m and "running processes 2 -> 1" in m for m in lines)
+    assert out["stage1_failures"].empty and out["render_failures"].empty
+    assert sorted(out["index"]["level_id"]) == [A, B]  # both made and rendered
+    snaps = read_snapshots(tmp_path / "snap")
+    assert [(s["reason"], s["signal"]) for s in snaps] == [("host_oom", "SIGKILL")]
+    assert not _engines(str(tmp_path))
+
+
+def test_an_engine_over_its_slots_own_cap_is_a_final_row(inv, sample_library, tmp_path):
+    """node.slot_memory_gb caps each slot: B's Stage I engine takes 1 GiB against a 0.75 GiB
+    cap and the kernel kills it in its own slot (the host is fine): one host_oom row at once,
+    naming the key to raise; A renders."""
+    from stages.cluster.cgroup_memory import SlotCgroups
+
+    probe = SlotCgroups(["probe"], 1 << 30)
+    if not probe.available:
+        pytest.skip(f"no memory cgroup can be made here: {probe.why}")
+    probe.close()
+    out, lines = _run(inv, sample_library, tmp_path,
+                      {"hog": {"stage": "stage1", "level": B, "mb": 1024, "hold_s": 1}},
+                      "node.slot_memory_gb=0.75", "node.retries=2")
+    f = out["stage1_failures"]
+    assert f["level_id"].tolist() == [B] and f["reason"].tolist() == ["host_oom"]
+    assert "at its slot's cap, node.slot_memory_gb 0.75: raise it" in f["detail"].iloc[0]
+    assert "after 1 attempt" in f["detail"].iloc[0]  # final at once: no retry can fit
+    assert out["index"]["level_id"].tolist() == [A]
+    assert not any("running processes" in m for m in lines)  # no limit lowered

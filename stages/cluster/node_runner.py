@@ -32,6 +32,7 @@ from ..config import NodeConfig
 from ..core.device_faults import EXIT_REASONS, OOM_REASONS
 from ..core.progress import COMPLETE, parse_progress
 from .board import SlotBoard, SlotView
+from .cgroup_memory import AT_SLOT_CAP, SlotCgroups, oom_kill_reason
 from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
 from .slot_limits import SlotLimits, group_of, oom_group
@@ -52,6 +53,7 @@ class _Running:
     last_advance: float
     killed: str = ""
     wall_start: float = 0.0
+    mem0: tuple[int, int] = (0, 0)  # the slot cgroup's (OOM kills, cap hits) at its start
 
 
 @dataclass
@@ -88,6 +90,12 @@ class NodeRunner:
         # (the Ray service, one per lease batch) passes one, so a lowered limit stays lowered
         self.limits = limits if limits is not None else SlotLimits()
         self.limits.add([s.plan for s in self.slots])
+        gib = 1 << 30
+        self.cgroups = SlotCgroups([s.plan.slot for s in self.slots],
+                                   int(cfg.slot_memory_gb * gib), int(cfg.memory_gb * gib))
+        if not self.cgroups.available and (cfg.memory_gb or cfg.slot_memory_gb):
+            self.log(f"node: memory caps off (node.memory_gb, node.slot_memory_gb): "
+                     f"{self.cgroups.why}")
 
     # ------------------------------------------------------------------ slots
 
@@ -189,6 +197,7 @@ class NodeRunner:
         for slot in self.slots:
             slot.lock.close()
         self.slots = []
+        self.cgroups.close()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._stop = signal.Signals(signum).name
@@ -236,9 +245,10 @@ class NodeRunner:
             if step.owner is not None:
                 step.owner.close()  # the engine process holds it now, for as long as it lives
         self.limits.started(slot.plan)
+        self.cgroups.enter(slot.plan.slot, proc.pid)
         now = time.monotonic()
         slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now,
-                            wall_start=time.time())
+                            wall_start=time.time(), mem0=self.cgroups.counters(slot.plan.slot))
 
     def _finish_unit(self, slot: _Slot) -> None:
         assert slot.unit is not None
@@ -311,6 +321,9 @@ class NodeRunner:
             reason = run.killed
             detail = (f"no progress for {self.cfg.stall_timeout_s:.0f} s" if reason == "stalled"
                       else f"over its {step.timeout_s:.0f} s limit")
+        elif rc < 0 and (why := oom_kill_reason(self.cgroups, slot.plan.slot, run.mem0,
+                                                sig_name, self.cfg)):
+            reason, detail = "host_oom", why
         elif rc < 0:
             reason, detail = "engine_crashed", f"killed by {sig_name}"
         elif rc in EXIT_REASONS:  # a device fault the engine classified (core.device_faults)
@@ -325,7 +338,10 @@ class NodeRunner:
                          run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
                          ended=time.time())
         slot.run = None
-        oom = self._oom_rule(slot, step.kind, reason, peaks) if reason in OOM_REASONS else None
+        oom = None
+        if reason in OOM_REASONS:  # at its slot's own cap, fewer slots cannot help either
+            oom = ("final" if AT_SLOT_CAP in detail else
+                   self._oom_rule(slot, step.kind, reason, peaks))
         if oom == "final":
             res.detail = detail = (f"{detail} (it ran alone on {oom_group(slot.plan, reason)}: "
                                    "fewer slots cannot help)")

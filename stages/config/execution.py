@@ -66,6 +66,11 @@ class NodeConfig:
     stage_assets: bool = True
     # live slot view: "auto" (a table on a terminal, plain lines otherwise), "plain", "off"
     display: str = "auto"
+    # memory caps through cgroups (stages/cluster/cgroup_memory.py), GiB, 0 = none: all the
+    # engines of this runner together, and each slot's engine; where cgroups allow, an engine
+    # the kernel's OOM killer takes is host_oom (retried at fewer slots) either way
+    memory_gb: float = 0.0
+    slot_memory_gb: float = 0.0
 
 
 @dataclass

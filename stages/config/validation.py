@@ -121,6 +121,9 @@ def validate_node(nd: NodeConfig) -> None:
     if nd.retries < 0 or nd.stall_timeout_s <= 0 or nd.stage1_timeout_s < 0:
         raise ValueError("node.retries >= 0, node.stall_timeout_s > 0 and "
                          "node.stage1_timeout_s >= 0 expected")
+    if nd.memory_gb < 0 or nd.slot_memory_gb < 0:
+        raise ValueError(f"node.memory_gb {nd.memory_gb} and node.slot_memory_gb "
+                         f"{nd.slot_memory_gb}: expected GiB >= 0 (0 = no cap)")
     if any(g < 0 for g in nd.gpus):
         raise ValueError(f"node.gpus {nd.gpus}: expected GPU ids >= 0")
     if nd.display not in ("auto", "plain", "off"):

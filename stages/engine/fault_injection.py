@@ -23,6 +23,11 @@ checkpoints and, when an entry matches, really does the fault:
   machine without CUDA a stand-in, named ``gpu_error_standin`` in its message, that raises
   the CUDA runtime's message for it (no GPU here can fail).
 
+- ``{"hog": {"stage": "stage1", "level": "…", "mb": 1024, "hold_s": 3}}``: when the process
+  starts that level it really takes ``mb`` MiB of RAM (every page written) and holds it for
+  ``hold_s`` seconds, then goes on: memory pressure for the kernel's OOM killer to act on
+  (the drills cap the engines' memory cgroup: ``node.memory_gb``, ``node.slot_memory_gb``).
+
 ``stage`` is ``stage1`` or ``render``; ``level`` may be ``"*"``.
 """
 
@@ -59,6 +64,10 @@ def at(stage: str, level: str, finished: int = 0) -> None:
         os.kill(os.getpid(), signal.SIGSEGV)
     if finished == 0:
         _device_faults(doc, stage, level, None)
+        hogs = doc.get("hog")
+        for entry in hogs if isinstance(hogs, list) else [hogs]:
+            if isinstance(entry, dict) and _matches(entry, stage, level):
+                _hog(int(entry.get("mb", 1024)), float(entry.get("hold_s", 3.0)))
     stall = doc.get("stall")
     if (isinstance(stall, dict) and _matches(stall, stage, level)
             and finished >= int(stall.get("after", 0))):
@@ -135,3 +144,15 @@ def _gpu_error() -> None:
     x = torch.zeros(4, device="cuda")
     x[torch.tensor([1 << 20], device="cuda")] = 1.0  # out of range inside the kernel
     torch.cuda.synchronize()
+
+
+_HELD: list = []
+
+
+def _hog(mb: int, hold_s: float) -> None:
+    import numpy as np
+
+    print(f"fault injection: taking {mb} MiB for {hold_s:g} s", flush=True)
+    _HELD.append(np.ones(mb << 20, np.uint8))  # every page written: resident, not reserved
+    time.sleep(hold_s)
+    _HELD.clear()
