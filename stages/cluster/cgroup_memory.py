@@ -62,6 +62,7 @@ class SlotCgroups:
             self.why = self.why or "no memory cgroup of this process to nest slots in"
             return
         base, self.version = own
+        _remove_stale(base)
         self.base = base / f"wmforge-{os.getpid()}"
         try:
             self.base.mkdir(exist_ok=True)
@@ -128,6 +129,26 @@ class SlotCgroups:
 
 
 AT_SLOT_CAP = "at its slot's cap"
+
+
+def _remove_stale(base: Path) -> None:
+    """The cgroups of runners that died without closing theirs (kill -9): removed once empty
+    (a live runner's, or one still holding a process, stays)."""
+    for d in base.glob("wmforge-*"):
+        try:
+            pid = int(d.name.split("-", 1)[1])
+            os.kill(pid, 0)
+            continue  # its runner lives
+        except ProcessLookupError:
+            pass
+        except (ValueError, PermissionError):
+            continue
+        for child in d.iterdir():
+            if child.is_dir():
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 def oom_kill_reason(cg: SlotCgroups, slot: str, at_start: tuple[int, int], sig_name: str,

@@ -37,7 +37,7 @@ from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
 from .slot_limits import SlotLimits, group_of, oom_group
 from .snapshots import write_snapshot
-from .steps import Step, StepResult, Unit, UnitFailure
+from .steps import Step, StepResult, Unit, UnitFailure, step_signature
 
 POLL_S = 0.2
 
@@ -264,26 +264,7 @@ class NodeRunner:
 
     # ------------------------------------------------------------------ watching a step
 
-    @staticmethod
-    def _signature(step: Step) -> tuple:
-        sig: list = []
-        for p in [step.progress, *step.watch]:
-            try:
-                if p.is_dir():
-                    for q in sorted(p.rglob("*")):
-                        if q.suffix == ".log" and q != step.progress:
-                            continue  # an engine that only writes its log is not advancing
-                        try:
-                            st = q.stat()
-                            sig.append((q.name, st.st_size, st.st_mtime_ns))
-                        except FileNotFoundError:
-                            continue
-                else:
-                    st = p.stat()
-                    sig.append((p.name, st.st_size, st.st_mtime_ns))
-            except FileNotFoundError:
-                sig.append((p.name, -1))
-        return tuple(sig)
+    _signature = staticmethod(step_signature)
 
     def _poll(self, slot: _Slot) -> None:
         run = slot.run

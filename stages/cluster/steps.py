@@ -92,3 +92,26 @@ def stale_tmp_dirs(root: Path) -> list[Path]:
 
 def python_argv(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
+
+
+def step_signature(step: Step) -> tuple:
+    """What the runner compares to see a step advance: its progress log's and outputs' names,
+    sizes and modification times (an engine that only writes its log is not advancing)."""
+    sig: list = []
+    for p in [step.progress, *step.watch]:
+        try:
+            if p.is_dir():
+                for q in sorted(p.rglob("*")):
+                    if q.suffix == ".log" and q != step.progress:
+                        continue  # an engine that only writes its log is not advancing
+                    try:
+                        st = q.stat()
+                        sig.append((q.name, st.st_size, st.st_mtime_ns))
+                    except FileNotFoundError:
+                        continue
+            else:
+                st = p.stat()
+                sig.append((p.name, st.st_size, st.st_mtime_ns))
+        except FileNotFoundError:
+            sig.append((p.name, -1))
+    return tuple(sig)
