@@ -46,16 +46,22 @@ class GltfError(ValueError):
         self.detail = detail
 
 
-def parse_glb(data: bytes) -> tuple[Any, memoryview | None]:
-    """(the JSON chunk's document, the BIN chunk or None when there is none) of a GLB file's
-    bytes; GltfError when the container is not a complete GLB 2.0 file."""
-    if len(data) < GLB_HEADER_BYTES:
-        raise GltfError("corrupt_file", f"glb is {len(data)} bytes, shorter than its header")
-    magic, version, length = struct.unpack_from("<4sII", data, 0)
+def _glb_length(head: bytes) -> int:
+    """The total length a GLB header declares, after checking its size, magic and version."""
+    if len(head) < GLB_HEADER_BYTES:
+        raise GltfError("corrupt_file", f"glb is {len(head)} bytes, shorter than its header")
+    magic, version, length = struct.unpack_from("<4sII", head, 0)
     if magic != GLB_MAGIC:
         raise GltfError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
     if version != 2:
         raise GltfError("unsupported_format", f"glTF version {version}, expected 2")
+    return int(length)
+
+
+def parse_glb(data: bytes) -> tuple[Any, memoryview | None]:
+    """(the JSON chunk's document, the BIN chunk or None when there is none) of a GLB file's
+    bytes; GltfError when the container is not a complete GLB 2.0 file."""
+    length = _glb_length(data)
     if length != len(data):
         raise GltfError("corrupt_file", f"glb header says {length} bytes, file has {len(data)}")
     clen, ctype = struct.unpack_from("<I4s", data, 12)
@@ -92,13 +98,7 @@ def read_gltf_doc(path: Path) -> Any:
         return parse_gltf_json(path.read_bytes())
     with open(path, "rb") as f:
         head = f.read(GLB_HEADER_BYTES)
-        if len(head) < GLB_HEADER_BYTES:
-            raise GltfError("corrupt_file", f"glb is {len(head)} bytes, shorter than its header")
-        magic, version, _length = struct.unpack_from("<4sII", head, 0)
-        if magic != GLB_MAGIC:
-            raise GltfError("corrupt_file", f"glb magic is {magic!r}, expected b'glTF'")
-        if version != 2:
-            raise GltfError("unsupported_format", f"glTF version {version}, expected 2")
+        _glb_length(head)
         clen, ctype = struct.unpack_from("<I4s", head, 12)
         if ctype != JSON_CHUNK:
             raise GltfError("corrupt_file", "first glb chunk is not a JSON chunk")
