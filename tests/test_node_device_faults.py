@@ -156,5 +156,6 @@ def test_an_engine_over_its_slots_own_cap_is_a_final_row(inv, sample_library, tm
     assert f["level_id"].tolist() == [B] and f["reason"].tolist() == ["host_oom"]
     assert "at its slot's cap, node.slot_memory_gb 0.75: raise it" in f["detail"].iloc[0]
     assert "after 1 attempt" in f["detail"].iloc[0]  # final at once: no retry can fit
+    assert "ran alone" not in f["detail"].iloc[0]  # its own cap, not the host's memory
     assert out["index"]["level_id"].tolist() == [A]
     assert not any("running processes" in m for m in lines)  # no limit lowered

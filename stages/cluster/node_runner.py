@@ -323,7 +323,7 @@ class NodeRunner:
         if reason in OOM_REASONS:  # at its slot's own cap, fewer slots cannot help either
             oom = ("final" if AT_SLOT_CAP in detail else
                    self._oom_rule(slot, step.kind, reason, peaks))
-        if oom == "final":
+        if oom == "final" and AT_SLOT_CAP not in detail:
             res.detail = detail = (f"{detail} (it ran alone on {oom_group(slot.plan, reason)}: "
                                    "fewer slots cannot help)")
         counted = run.attempt - slot.oom_retries.get(step.kind, 0)
