@@ -465,8 +465,7 @@ def test_cold_start_keeps_the_slot_alive_and_a_hang_on_exit_is_killed(
     produced."""
     import time
 
-    from stages.cluster.node_runner import NodeRunner
-    from stages.cluster.steps import Step
+    from stages.cluster.steps import Step, step_signature
 
     inst, th, result, timeout_s = launch_stage2(
         stage1, tmp_path, monkeypatch, {"cold_start_s": 4.0, "on_quit": "hang"},
@@ -475,7 +474,7 @@ def test_cold_start_keeps_the_slot_alive_and_a_hang_on_exit_is_killed(
                 [inst], 0, 1, "", "test/course")
     sigs, t0 = [], time.monotonic()
     while time.monotonic() - t0 < 3.5:  # inside the cold start: no script has run yet
-        sigs.append(NodeRunner._signature(step))
+        sigs.append(step_signature(step))
         time.sleep(0.5)
     th.join(timeout_s)
     try:

@@ -53,6 +53,7 @@ class SlotCgroups:
         self.dirs: dict[str, Path] = {}
         self.why = ""
         self.version = 0
+        self.base: Path | None = None
         own = None
         try:
             own = own_memory_cgroup()
@@ -122,10 +123,9 @@ class SlotCgroups:
             with contextlib.suppress(OSError):
                 d.rmdir()
         self.dirs = {}
-        base = getattr(self, "base", None)
-        if base is not None:
+        if self.base is not None:
             with contextlib.suppress(OSError):
-                base.rmdir()
+                self.base.rmdir()
 
 
 AT_SLOT_CAP = "at its slot's cap"

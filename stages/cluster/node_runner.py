@@ -247,7 +247,7 @@ class NodeRunner:
         self.limits.started(slot.plan)
         self.cgroups.enter(slot.plan.slot, proc.pid)
         now = time.monotonic()
-        slot.run = _Running(slot.unit, step, proc, attempt, now, self._signature(step), now,
+        slot.run = _Running(slot.unit, step, proc, attempt, now, step_signature(step), now,
                             wall_start=time.time(), mem0=self.cgroups.counters(slot.plan.slot))
 
     def _finish_unit(self, slot: _Slot) -> None:
@@ -264,15 +264,13 @@ class NodeRunner:
 
     # ------------------------------------------------------------------ watching a step
 
-    _signature = staticmethod(step_signature)
-
     def _poll(self, slot: _Slot) -> None:
         run = slot.run
         assert run is not None
         now = time.monotonic()
         rc = run.proc.poll()
         if rc is None:
-            sig = self._signature(run.step)
+            sig = step_signature(run.step)
             if sig != run.last_sig:
                 run.last_sig, run.last_advance = sig, now
             elif now - run.last_advance > self.cfg.stall_timeout_s:
