@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -29,6 +29,8 @@ mkdir -p /tmp/site
 [ -d /tmp/site/panda3d ] || tar xJf .h200/site.tar.xz -C /tmp/site
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .h200/whl/*.whl \
   2>/dev/null || true
+# py-spy 0.4.3's static binary, xz-packed (the transfer's 64 MiB)
+[ -f .h200/bin/py-spy.xz ] && xz -dc .h200/bin/py-spy.xz > /tmp/py-spy && chmod +x /tmp/py-spy
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DVC_NO_ANALYTICS=1
 if ! python3 -c "from stages.engine.device import egl_devices as e; import sys; sys.exit(0 if any(x is not None for x in e()) else 1)"; then
   export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
@@ -84,6 +86,24 @@ case "$what" in
               --frames "${RENDER_FRAMES:-60}" --procs "$slots" --readback sync,pbo \
               --json "$OUT/bench_render_readback.json" 2>&1 | grep -v egldisplay \
               | tee "$OUT/bench_render_readback.log" ;;
+  merged) # issue #30, shading once per pixel and triangle: the compute tests on the GPU (and
+          # the gpu-marked device-fault drill), the host's x264 ceiling, then Stage II at 720p
+          # x 8 with GL (pbo), compute pixel and compute sample side by side
+    timeout "${TEST_S:-170}" python3 -m pytest -p no:cacheprovider -q -m "gpu or not gpu" \
+      tests/engine/compute/test_merged.py \
+      tests/test_gpu.py::test_real_cuda_oom_and_device_assert_through_the_node_runner 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/gpu_merged_tests.log" || true
+    timeout 120 python3 tests/benchmarks/bench_x264_ceiling.py --streams 1,16 \
+      --presets veryfast,ultrafast --frames 300 --json "$OUT/x264_ceiling.json" 2>&1 \
+      | tee "$OUT/x264_ceiling.log" || true
+    timeout "${R1_S:-150}" python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+      --frames "${RENDER_FRAMES:-120}" --procs 1 --backend gl,compute:pixel,compute:sample \
+      --readback pbo --json "$OUT/bench_render_1.json" 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tee "$OUT/bench_render_1.log" || true
+    timeout "${RN_S:-170}" python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+      --frames "${RENDER_FRAMES:-120}" --procs "$slots" --backend "${BACKENDS:-compute:pixel,gl}" \
+      --readback pbo --json "$OUT/bench_render_n.json" 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tee "$OUT/bench_render_n.log" || true ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

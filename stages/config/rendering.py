@@ -132,6 +132,12 @@ class RenderConfig:
     # default: byte-identical, and on the 2-core CPU box (llvmpipe) no slower at 320x180 x1,
     # x2x2 and x4, faster at 960x540 (docs/gl-readback.md). Compute and Unreal ignore it
     readback: str = "pbo"
+    # the compute backend's shading rate: pixel (material and lighting once per pixel and
+    # triangle, visibility per sample, as MSAA does: at 720p x 8 about one fragment in 7 is
+    # shaded) or sample (every sample shaded, as the GL path does). pixel by default: at 8
+    # samples it keeps 41.7-50.8 dB against GL per view where sample keeps 45.3-51.7
+    # (320x180, AlpineMeadow; stages/engine/compute/merged.py). GL and Unreal ignore it
+    compute_shading: str = "pixel"
     # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
     # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on the 2-core CPU box at
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s

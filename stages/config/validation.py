@@ -53,6 +53,9 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.backend not in ("gl", "compute", "auto"):
         raise ConfigError(f"{source}: render.backend is {r.backend!r}; expected gl, compute "
                           "or auto")
+    if r.compute_shading not in ("pixel", "sample"):
+        raise ConfigError(f"{source}: render.compute_shading is {r.compute_shading!r}; "
+                          "expected pixel or sample")
     if r.readback not in ("sync", "pbo"):
         raise ConfigError(f"{source}: render.readback is {r.readback!r}; expected sync or pbo")
     if r.backend == "compute" and obj.engine.name != "embedded":

@@ -25,6 +25,7 @@ from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, prop_tab
 __all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
 
 
+STEADY_SKIP = 10  # frames a trajectory's steady rate leaves out (InstanceRenderer.steady)
 HEARTBEAT = "heartbeat"  # touched while frames are made (node runner's stall check)
 
 
@@ -53,6 +54,8 @@ class InstanceRenderer:
         self.char_key: str | None = None
         self.encoder: Any = None
         self._beat_at = -1e9
+        # (frames, seconds) of the last trajectory's steady part (see STEADY_SKIP)
+        self.steady: tuple[int, float] | None = None
 
     def beat(self, every_s: float = 0.5) -> None:
         """Touch ``<instance>/heartbeat`` (at most every ``every_s``): the node runner watches
@@ -77,7 +80,8 @@ class InstanceRenderer:
                                     self.s.mask_scale, look=look,
                                     ground_truth=self.s.ground_truth,
                                     backend=choose_backend(self.s.backend, self.s.ground_truth),
-                                    readback=self.readback)
+                                    readback=self.readback,
+                                    compute_shading=self.s.compute_shading)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -247,6 +251,8 @@ class InstanceRenderer:
             "shading": getattr(self.r, "shading", None),
             # the Stage II renderer used: gl or compute (render.backend auto resolves per machine)
             "backend": getattr(self.r, "backend", "gl"),
+            # the compute backend's shading rate (render.compute_shading); None on gl
+            "compute_shading": getattr(getattr(self.r, "targets", None), "shading_rate", None),
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
@@ -352,8 +358,14 @@ class InstanceRenderer:
         from . import fault_injection
 
         inject = fault_injection.active()  # the drills' faults inside a trajectory
+        # the steady rate: frames from the STEADY_SKIP-th on (start-up, compiling and caches
+        # behind), up to the last one encoded; the worker's log line and the benchmarks read it
+        steady_from = min(STEADY_SKIP, len(rows) // 2)
+        t_steady = time.perf_counter()
         try:
             for f in range(len(rows)):
+                if f == steady_from:
+                    t_steady = time.perf_counter()
                 samples, exact = poses(f)
                 if ptab is not None:
                     r.place_props(ptab[f])
@@ -375,6 +387,7 @@ class InstanceRenderer:
             raise
         finally:
             encoder.finish()
+        self.steady = (len(rows) - steady_from, time.perf_counter() - t_steady)
         return gate.result()
 
     def close(self) -> None:

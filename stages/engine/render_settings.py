@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
+COMPUTE_SHADING = ("pixel", "sample")  # render.compute_shading's values
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed
@@ -68,16 +69,22 @@ class RenderSettings:
     # at the defaults they are left out of as_dict
     max_triangles: int = MAX_TRIANGLES
     max_texture_px: int = MAX_TEXTURE_PX
+    # the compute backend's shading rate, "pixel" or "sample" (stages/engine/compute/merged.py).
+    # Like backend: left out of as_dict at its default and wherever the backend is gl (which
+    # ignores it)
+    compute_shading: str = "pixel"
 
     def as_dict(self) -> dict[str, Any]:
         """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
         ``ground_truth`` only when on, ``backend`` only when not gl, each limit only when not
-        its default)."""
+        its default, ``compute_shading`` only when not pixel on a backend other than gl)."""
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["ground_truth"]:
             d["ground_truth"] = list(d["ground_truth"])
         else:
             del d["ground_truth"]
+        if d["compute_shading"] == "pixel" or d["backend"] == "gl":
+            del d["compute_shading"]
         if d["backend"] == "gl":
             del d["backend"]
         for k, default in LIMITS.items():
@@ -94,7 +101,7 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = {"ground_truth", "backend", *LIMITS}
+        optional = {"ground_truth", "backend", "compute_shading", *LIMITS}
         missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
@@ -114,6 +121,9 @@ class RenderSettings:
         if kw.get("backend", "gl") not in BACKENDS:
             raise RenderSettingsError(f"{where}: backend {kw['backend']!r}; expected one of "
                                       f"{', '.join(BACKENDS)}")
+        if kw.get("compute_shading", "pixel") not in COMPUTE_SHADING:
+            raise RenderSettingsError(f"{where}: compute_shading {kw['compute_shading']!r}; "
+                                      f"expected one of {', '.join(COMPUTE_SHADING)}")
         for k in LIMITS:
             v = kw.get(k, LIMITS[k])
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

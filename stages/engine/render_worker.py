@@ -108,8 +108,11 @@ def worker(inst: Path) -> int:
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         enc = ir.encoder
         busy = " ".join(f"{k}={v:.1f}" for k, v in (enc.busy_s.items() if enc else ()))
+        steady = (f", steady {ir.steady[0] / ir.steady[1]:.2f} frames/s over its last "
+                  f"{ir.steady[0]}" if ir.steady and ir.steady[1] > 0 else "")
         print(f"render: {name}: {rmeta['frame_count']} frames x {len(VIEWS)} views in "
-              f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s, {cpu:.1f} CPU s), aligned "
+              f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s{steady}, {cpu:.1f} CPU s), "
+              f"aligned "
               f"{rmeta['alignment']['aligned_fraction']:.3f}, render thread waited "
               f"{enc.wait_s if enc else 0:.1f} s on encoders, encoder busy s: {busy}",
               flush=True)

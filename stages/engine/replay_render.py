@@ -52,10 +52,11 @@ class ReplayRenderer:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = (),
-                 backend: str = "gl", readback: str = "sync"):
+                 backend: str = "gl", readback: str = "sync", compute_shading: str = "pixel"):
         # backend: "gl" (RenderTargets) or "compute" (compute.targets.ComputeTargets: the same
         # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first.
-        # readback (render.readback): the GL path's, sync or pbo; compute has its own
+        # readback (render.readback): the GL path's, sync or pbo; compute has its own.
+        # compute_shading (render.compute_shading): the compute path's shading rate
         self.backend = backend
         if backend == "compute":
             from .compute.backend import choose_backend, compute_device
@@ -64,7 +65,7 @@ class ReplayRenderer:
             choose_backend(backend, ground_truth)  # refuses ground-truth layers
             self.targets: RenderTargets = ComputeTargets(
                 width, height, spatial, temporal, display, mask_scale, near, far, look=look,
-                device=compute_device())
+                device=compute_device(), shading_rate=compute_shading)
         elif backend == "gl":
             self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
                                          near, far, look=look, readback=readback)

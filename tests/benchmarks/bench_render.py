@@ -6,9 +6,13 @@ Run: .venv/bin/python tests/benchmarks/bench_render.py [--preset 720p] [--spatia
          [--backend gl,compute] [--warmup 8] [--readback sync,pbo]
 
 ``--backend``: ``render.backend`` of each run (gl: Panda3D's OpenGL path; compute: the torch
-renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU). ``--warmup``:
+renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU; ``compute:sample`` /
+``compute:pixel`` set its ``render.compute_shading``). ``--warmup``:
 ``render.warmup_frames`` (default: the config's); the rate counts the whole run (start-up, the
-warm-up and meter frames), so give the compute backend's slow CPU runs few extra frames.
+warm-up and meter frames), so give the compute backend's slow CPU runs few extra frames. The
+*steady* figure is the sum of the renderers' own rates after their first 10 frames (the
+worker's log line), what a slot that renders trajectory after trajectory makes once its
+process is warm (compiled kernels, loaded level).
 ``--readback``: ``render.readback`` of each GL run (sync: Panda3D's read at each frame's end;
 pbo: pixel-pack buffers and fences, stages/engine/gl_readback.py); the same bytes either way.
 
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -82,6 +87,9 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  readback: str = "sync") -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
+    backend, _, rate = backend.partition(":")
+    if rate:
+        extra.append(f"render.compute_shading={rate}")
     rcfg = load_params(overrides=[f"render.preset={preset}", "render.width=0", "render.height=0",
                                   f"render.spatial_samples={spatial}",
                                   "render.temporal_samples=1",
@@ -91,7 +99,7 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     lvl_dir = trajs / level.replace("/", "__")
     insts = []
     for p in range(procs):
-        inst = tmp / f"inst_{preset}_{spatial}_{backend}_{readback}_{p}"
+        inst = tmp / f"inst_{preset}_{spatial}_{backend}{rate}_{readback}_{p}"
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
@@ -139,13 +147,20 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
             raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
     out_s = procs * frames / 30
+    steady = [float(m.group(1)) for lg in logs
+              for m in [re.search(r"steady ([0-9.]+) frames/s", lg)] if m]
     return {"variant": variant or "base", "backend": backend, "readback": readback,
+            "compute_shading": (rate or rcfg.compute_shading) if backend != "gl" else None,
             "preset": preset, "width": w,
             "height": h, "spatial": spatial, "procs": procs, "warmup_frames": rcfg.warmup_frames,
             "frames": frames, "wall_s": round(wall, 2),
             "five_view_frames_per_s": round(procs * frames / wall, 3),
             "output_s_per_wall_s": round(out_s / wall, 3),
             "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
+            "steady_five_view_frames_per_s": round(sum(steady), 3) if len(steady) == procs
+            else None,
+            "steady_five_view_min_per_gpu_hour": round(sum(steady) / 30 * 60, 1)
+            if len(steady) == procs else None,
             "peak_rss_mib": round(peak_kb / 1024, 1), **marks,
             "log": next((ln for ln in reversed(logs[0].splitlines())
                          if ln.startswith("render:")), logs[0].strip().splitlines()[-1])}
@@ -196,7 +211,8 @@ def main() -> None:
                       f"{args.frames} frames: "
                       f"{r['five_view_frames_per_s']} five-view frames/s, "
                       f"{r['output_s_per_wall_s']} output s per wall s, "
-                      f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour, "
+                      f"{r['five_view_min_per_gpu_hour']} five-view min per GPU-hour "
+                      f"(steady: {r['steady_five_view_min_per_gpu_hour']}), "
                       f"peak RSS {r['peak_rss_mib']} MiB per process (first renderer at "
                       f"25/50/100% of the run: {r['rss_mib_at_25pct']} / "
                       f"{r['rss_mib_at_50pct']} / {r['rss_mib_at_100pct']} MiB)", flush=True)

@@ -268,12 +268,23 @@ class GBufferRenderer:
         visible fragment is triangle ``tri`` at barycentrics ``bary``."""
         H, W = self.H, self.W
         view = torch.div(hit, H * W, rounding_mode="floor")
-        m = self.geo.materials
-        mat = fr.mat[tri]
-        uv = _interp(fr.uv, tri, bary)
         pix = hit % (H * W)
         px = (pix % W).float() + 0.5
         py = (H - 1 - torch.div(pix, W, rounding_mode="floor")).float() + 0.5  # GL rows
+        return self.material(fr, cams, sun, smap, view, px, py, tri, bary, cams.sample[view],
+                             cams.nsamples)
+
+    def material(self, fr: Frame, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
+                 view: torch.Tensor, px: torch.Tensor, py: torch.Tensor, tri: torch.Tensor,
+                 bary: torch.Tensor, k: torch.Tensor, nsamples: int
+                 ) -> dict[str, torch.Tensor]:
+        """GBUF_FRAG's planes for fragments of triangles ``tri`` at ``bary``, seen by cameras
+        ``view`` at GL pixel centres (``px``, ``py``: rows from the bottom). The sun's shadow
+        takes sample ``k``'s share of the PCF taps among ``nsamples`` (1: every tap)."""
+        H, W = self.H, self.W
+        m = self.geo.materials
+        mat = fr.mat[tri]
+        uv = _interp(fr.uv, tri, bary)
         duv = uv_derivatives(fr.pos, fr.uv, tri, cams.view_proj[view], px, py, W, H)
         base = self._base(fr, tri, bary, duv)
         mr = sample(self.geo.textures, m.tex[mat, SLOT_MR], uv, self.lut, duv)
@@ -302,5 +313,5 @@ class GBufferRenderer:
         out = {"emission": torch.where(lit[:, None], emis_f * etex, torch.zeros_like(emis_f)),
                "albedo": base[:, :3], "metallic": metallic, "normal": n, "roughness": rough}
         if sun is not None and smap is not None:
-            out["shadow"] = self.shadow(smap, sun, pos, cams.sample[view], cams.nsamples)
+            out["shadow"] = self.shadow(smap, sun, pos, k, nsamples)
         return out

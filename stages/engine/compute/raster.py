@@ -180,17 +180,82 @@ class _Setup:
         return (q[:, :, None] * self.bary[t]).sum(1)
 
 
+@dataclass
+class Visibility:
+    """The depth pass's result before any barycentrics are computed: per (view, GL row,
+    column) the packed (depth bits, clipped-triangle id) key. Callers that need barycentrics
+    at only some samples (shading once per pixel and triangle) ask for those alone."""
+
+    key: torch.Tensor  # [V*H*W] int64, NO_HIT where nothing was drawn
+    setups: list[_Setup]
+    offsets: list[int]
+    V: int
+    H: int
+    W: int
+
+    def triangles(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(source triangle [V*H*W] int64, -1 where nothing was drawn; window depth
+        [V*H*W] float32, 1 there)."""
+        hit = self.key != NO_HIT
+        depth = torch.where(hit, (self.key >> 32).to(torch.int32).view(torch.float32), 1.0)
+        gid = torch.where(hit, self.key & 0xFFFFFFFF, -1)
+        tri = torch.full_like(gid, -1)
+        for st, base in zip(self.setups, self.offsets, strict=True):
+            if len(st.src) == 0:
+                continue
+            m = (gid >= base) & (gid < base + len(st.src))
+            t = (gid - base).clamp(0, len(st.src) - 1)
+            tri = torch.where(m, st.src.index_select(0, t), tri)
+        return tri, depth
+
+    def barycentrics(self, flat: torch.Tensor) -> torch.Tensor:
+        """Perspective-correct barycentrics [n,3] in the source triangle at the samples
+        ``flat`` (indices into [V*H*W], GL rows; each one drawn)."""
+        gid = self.key.index_select(0, flat) & 0xFFFFFFFF
+        pix = flat % (self.H * self.W)
+        px = (pix % self.W).float() + 0.5
+        py = torch.div(pix, self.W, rounding_mode="floor").float() + 0.5
+        out = torch.zeros(len(flat), 3, dtype=torch.float32, device=flat.device)
+        for st, base in zip(self.setups, self.offsets, strict=True):
+            m = (gid >= base) & (gid < base + len(st.src))
+            if len(self.setups) == 1:
+                j, t = None, gid - base
+            else:
+                if not bool(m.any()):
+                    continue
+                j = torch.nonzero(m).squeeze(1)
+                t = gid[j] - base
+            _, lam, _ = st.fragment(t, px if j is None else px[j], py if j is None else py[j])
+            b = st.perspective(t, lam)
+            if j is None:
+                out = b
+            else:
+                out[j] = b
+        return out
+
+
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
               visible: torch.Tensor | None = None, cull: torch.Tensor | None = None,
               cut_tris: torch.Tensor | None = None, cut_fn: CutFn | None = None,
               budget: int = 1 << 22, max_instances: int = 1 << 22,
               depth_only: bool = False) -> RasterOut:
+    """:func:`visibility`, resolved: per sample the nearest source triangle, its
+    barycentrics and depth (``depth_only``: the depth alone, a shadow map)."""
+    vis = visibility(tris, view_proj, width, height, visible=visible, cull=cull,
+                     cut_tris=cut_tris, cut_fn=cut_fn, budget=budget,
+                     max_instances=max_instances)
+    return _resolve(vis, depth_only)
+
+
+def visibility(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
+               visible: torch.Tensor | None = None, cull: torch.Tensor | None = None,
+               cut_tris: torch.Tensor | None = None, cut_fn: CutFn | None = None,
+               budget: int = 1 << 22, max_instances: int = 1 << 22) -> Visibility:
     """Rasterize world triangles ``tris`` [F,3,3] into V views (``view_proj`` [V,4,4]) of
     ``width`` x ``height``. ``visible`` [V,F] bool: which triangles each view draws (draw
     masks); ``cull`` [F] int (CullBack / CullNone); ``cut_tris`` [F] bool: triangles whose
     fragments ``cut_fn`` may cut out. ``budget``: candidate pixels per chunk;
-    ``max_instances``: (view, triangle) pairs clipped at once; ``depth_only``: leave ``tri``
-    and ``bary`` empty (a shadow map)."""
+    ``max_instances``: (view, triangle) pairs clipped at once."""
     if tris.ndim != 3 or tris.shape[1:] != (3, 3):
         raise ValueError(f"rasterize: tris has shape {tuple(tris.shape)}; expected [F,3,3]")
     V, F = view_proj.shape[0], tris.shape[0]
@@ -227,7 +292,7 @@ def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: i
         setups.append(st)
         offsets.append(base)
         base += len(st.src)
-    return _resolve(zbuf, setups, offsets, V, H, W, depth_only)
+    return Visibility(zbuf, setups, offsets, V, H, W)
 
 
 def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.Tensor | None,
@@ -283,31 +348,16 @@ def _depth_pass(st: _Setup, zbuf: torch.Tensor, W: int, H: int, cut_tris: torch.
         start = end
 
 
-def _resolve(zbuf: torch.Tensor, setups: list[_Setup], offsets: list[int], V: int, H: int,
-             W: int, depth_only: bool = False) -> RasterOut:
-    dev = zbuf.device
+def _resolve(vis: Visibility, depth_only: bool = False) -> RasterOut:
+    V, H, W = vis.V, vis.H, vis.W
+    zbuf = vis.key
     if depth_only:
         hit_d = zbuf != NO_HIT
         depth_d = torch.where(hit_d, (zbuf >> 32).to(torch.int32).view(torch.float32), 1.0)
         return RasterOut(zbuf.new_zeros(0), zbuf.new_zeros(0, dtype=torch.float32),
                          depth_d.view(V, H, W))
-    tri = torch.full((V * H * W,), -1, dtype=torch.int64, device=dev)
-    bary = torch.zeros(V * H * W, 3, dtype=torch.float32, device=dev)
-    depth = torch.ones(V * H * W, dtype=torch.float32, device=dev)
-    hit = torch.nonzero(zbuf != NO_HIT).squeeze(1)
-    key = zbuf[hit]
-    gid = key & 0xFFFFFFFF
-    depth[hit] = (key >> 32).to(torch.int32).view(torch.float32)
-    pix = hit % (H * W)
-    px = (pix % W).float() + 0.5
-    py = torch.div(pix, W, rounding_mode="floor").float() + 0.5
-    for st, base in zip(setups, offsets, strict=True):
-        m = (gid >= base) & (gid < base + len(st.src))
-        if not m.any():
-            continue
-        j = torch.nonzero(m).squeeze(1)
-        t = gid[j] - base
-        _, lam, _ = st.fragment(t, px[j], py[j])
-        tri[hit[j]] = st.src[t]
-        bary[hit[j]] = st.perspective(t, lam)
+    tri, depth = vis.triangles()
+    bary = torch.zeros(V * H * W, 3, dtype=torch.float32, device=zbuf.device)
+    hit = torch.nonzero(tri >= 0).squeeze(1)
+    bary[hit] = vis.barycentrics(hit)
     return RasterOut(tri.view(V, H, W), bary.view(V, H, W, 3), depth.view(V, H, W))

@@ -241,8 +241,8 @@ def _ndc(h: int, w: int, device: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _apply(m: torch.Tensor, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-    """``(m @ (x, y, z, 1)).xyz / w`` per pixel, as four multiply-adds per row (no TF32)."""
-    m = m[..., None, None, :, :]
+    """``(m @ (x, y, z, 1)).xyz / w`` per pixel, as four multiply-adds per row (no TF32);
+    ``m[..., 4, 4]`` broadcasts against ``x[...]`` once its two matrix axes are dropped."""
     out = [m[..., r, 0] * x + m[..., r, 1] * y + m[..., r, 2] * z + m[..., r, 3]
            for r in range(4)]
     return torch.stack(out[:3], -1) / out[3][..., None]
@@ -290,13 +290,26 @@ def _shade_rows(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Te
                 depth: torch.Tensor, inv_view_proj: torch.Tensor, eye: torch.Tensor,
                 lt: Lighting, y0: int, h: int) -> torch.Tensor:
     """:func:`shade` of rows ``y0 ..`` of pictures ``h`` rows high (the planes' rows)."""
-    f32 = torch.float32
-    dev = depth.device
-    lt = lt.to(dev)
-    depth = depth.to(f32)
-    nx, ny = _ndc(h, depth.shape[-1], dev)
+    nx, ny = _ndc(h, depth.shape[-1], depth.device)
     nx, ny = nx[y0:y0 + depth.shape[-2]], ny[y0:y0 + depth.shape[-2]]
-    e = eye.to(f32)[..., None, None, :]
+    return shade_points(emission, albedo, metallic, normal, roughness, shadow, depth, nx, ny,
+                        inv_view_proj.to(torch.float32)[..., None, None, :, :],
+                        eye.to(torch.float32)[..., None, None, :], lt)
+
+
+def shade_points(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
+                 normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor,
+                 depth: torch.Tensor, nx: torch.Tensor, ny: torch.Tensor,
+                 inv_view_proj: torch.Tensor, eye: torch.Tensor, lt: Lighting) -> torch.Tensor:
+    """:func:`shade`'s arithmetic at any set of points: each with its planes (``[...]`` or
+    ``[..., 3]``), window depth, NDC x, y, and its camera's clip-to-world matrix
+    ``[..., 4, 4]`` and position ``[..., 3]`` (broadcast against the points). The pixel
+    grids of :func:`shade` are one such set; the compute renderer's shading once per pixel
+    and triangle (``merged``) hands it a list of samples."""
+    f32 = torch.float32
+    lt = lt.to(depth.device)
+    depth = depth.to(f32)
+    e = eye.to(f32)
     inv = inv_view_proj.to(f32)
     sky = depth >= 1.0
     # the sky along each pixel's view ray
@@ -361,6 +374,26 @@ def quantize_r11g11b10(x: torch.Tensor) -> torch.Tensor:
                                                              device=x.device))
 
 
-__all__ = ["Lighting", "PI", "brdf", "light_inputs", "lighting_from_pass",
-           "make_lighting", "oct_decode", "oct_encode", "quantize_r11g11b10", "shade", "sky_light",
+# emission, albedo, metallic, normal, roughness, shadow
+Planes = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+               torch.Tensor]
+
+
+def stored_planes(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
+                  normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor
+                  ) -> Planes:
+    """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
+    others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
+    lighting pass reads. Order: emission, albedo, metallic, normal, roughness, shadow."""
+
+    def half(x: torch.Tensor) -> torch.Tensor:
+        return x.half().float()
+
+    return (quantize_r11g11b10(emission), half(albedo), half(metallic),
+            oct_decode(half(oct_encode(normal))), half(roughness), half(shadow))
+
+
+__all__ = ["Lighting", "PI", "Planes", "brdf", "light_inputs", "lighting_from_pass",
+           "make_lighting", "oct_decode", "oct_encode", "quantize_r11g11b10", "shade",
+           "shade_points", "sky_light", "stored_planes",
            "sky_radiance"]

@@ -28,17 +28,18 @@ from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
+from .merged import SHADING_RATES, MergedShading
 from .raster import rasterize
 from .resolve import aces, mean_samples, meter_codes, to_srgb, unorm8
 from .scene_geometry import SceneGeometry
 from .shade import (
     Lighting,
+    Planes,
     light_inputs,
     make_lighting,
-    oct_decode,
-    oct_encode,
     quantize_r11g11b10,
     shade,
+    stored_planes,
 )
 from .yuv import packed_planes, tile_preview, unpack_planes
 
@@ -65,27 +66,13 @@ class _LightsRecord:
 SHADE_BLOCK_PX = 1 << 22  # pixels lit at a time on a GPU
 
 
-Planes = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
-               torch.Tensor]
-
-
 def _stored(gb: GBuffer) -> Planes:
     """The G-buffer planes as GL's deferred atlas stores them (emission in R11G11B10F, the
     others in RGBA16F, the normal octahedral; docs/compute-shading.md): the values GL's
     lighting pass reads, so the pictures match the deferred GL path's bytes where the planes
     do. Order: emission, albedo, metallic, normal, roughness, shadow."""
-    return _stored_planes(gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness,
-                          gb.shadow)
-
-
-def _stored_planes(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
-                   normal: torch.Tensor, roughness: torch.Tensor, shadow: torch.Tensor
-                   ) -> Planes:
-    def half(x: torch.Tensor) -> torch.Tensor:
-        return x.half().float()
-
-    return (quantize_r11g11b10(emission), half(albedo), half(metallic),
-            oct_decode(half(oct_encode(normal))), half(roughness), half(shadow))
+    return stored_planes(gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness,
+                         gb.shadow)
 
 
 def light_view(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Tensor,
@@ -96,10 +83,19 @@ def light_view(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Ten
     storage, the lighting pass, R11G11B10, the resolve (mean of the samples, ``exposure`` (a
     0-d tensor, so a new exposure is no new graph), tone map, sRGB) → uint8 ``[H, W, 3]``. On
     a GPU this runs under torch.compile: one graph, fused."""
-    rad = shade(*_stored_planes(emission, albedo, metallic, normal, roughness, shadow), depth,
+    rad = shade(*stored_planes(emission, albedo, metallic, normal, roughness, shadow), depth,
                 inv_view_proj, eye, lt)
     lin = mean_samples(quantize_r11g11b10(rad)[None])[0] * exposure
     return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0)))
+
+
+def resolve_views(radiance: torch.Tensor, exposure: torch.Tensor, tone_map: str
+                  ) -> torch.Tensor:
+    """The resolve of stored radiance ``[V, N, H, W, 3]`` (GL rows) → uint8 ``[V, H, W, 3]``
+    with row 0 at the top: the mean of the samples, ``exposure`` (a 0-d tensor), tone map,
+    sRGB."""
+    lin = mean_samples(radiance) * exposure
+    return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0))).flip(1)
 
 
 class ComputeTargets(RenderTargets):
@@ -109,10 +105,17 @@ class ComputeTargets(RenderTargets):
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, device: str = "cpu",
-                 cpu_threads: int | None = 1, yuv: bool | None = None):
+                 cpu_threads: int | None = 1, yuv: bool | None = None,
+                 shading_rate: str = "pixel"):
         # the GL side builds only the forward scene set-up (nothing is drawn with it)
         super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
                          look=dataclasses.replace(look, shading="forward"))
+        if shading_rate not in SHADING_RATES:
+            raise ValueError(f"render.compute_shading is {shading_rate!r}; expected one of "
+                             f"{', '.join(SHADING_RATES)}")
+        # "pixel": material and lighting once per pixel and triangle (merged.py); "sample":
+        # once per sample, as GL does
+        self.shading_rate = shading_rate
         self.look = look
         for buf in (self.atlas, self.resolve, self.mask_buf):
             buf.setActive(False)
@@ -140,7 +143,10 @@ class ComputeTargets(RenderTargets):
         self._scene_sig: tuple = ()
         # on a GPU the lighting and resolve of a view run as one compiled graph
         self._light_view: Any = (torch.compile(light_view, dynamic=False)
-                            if self.device.type == "cuda" else light_view)
+                                 if self.device.type == "cuda" else light_view)
+        self._resolve_views: Any = (torch.compile(resolve_views, dynamic=False)
+                                    if self.device.type == "cuda" else resolve_views)
+        self._merged: MergedShading | None = None
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -173,6 +179,7 @@ class ComputeTargets(RenderTargets):
                                       animated=list(r.char_copies), device=self.device,
                                       skins=skins)
             self._gbr = GBufferRenderer(self._geo, self.W, self.H)
+            self._merged = MergedShading(self._gbr)
             self._scene_sig = sig
         return self._gbr
 
@@ -192,7 +199,17 @@ class ComputeTargets(RenderTargets):
         sun = (sun_from_node(level.sun, self.scene, self.look.shadow_map_size,
                              self.look.shadow_pcf_taps, self.device)
                if level.sun is not None else None)
-        gb = gbr.render(cameras_from_targets(self, self.device), sun)
+        cams = cameras_from_targets(self, self.device)
+        if self.shading_rate == "pixel":
+            assert self._merged is not None
+            rad = self._merged.radiance(cams, sun, self._lights().to(self.device))
+            if self.meter_on:  # the exposure meter (warm-up frames only)
+                img = meter_codes(rad).flip(1)[..., None].expand(-1, -1, -1, 3)
+            else:
+                ex = torch.tensor(self.exposure, dtype=torch.float32, device=self.device)
+                img = self._resolve_views(rad, ex, self.look.tone_map)
+            return self._colors(img), self._masks(gbr)
+        gb = gbr.render(cams, sun)
         if self.meter_on:  # the exposure meter (warm-up frames only): eager
             rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
                         self._lights().to(self.device),
@@ -210,11 +227,15 @@ class ComputeTargets(RenderTargets):
             img = torch.stack([self._light_view(*(p[v] for p in planes), ivp[v], eye[v], lt,
                                                 ex, self.look.tone_map)
                                for v in range(len(VIEWS))])
+        return self._colors(img), self._masks(gbr)
+
+    def _colors(self, img: torch.Tensor) -> dict[str, Any]:
+        """Each view's picture from ``img`` [V, H, W, 3] uint8 (rows top-down): Yuv420
+        planes (``yuv``, except the meter's codes) or RGB arrays, in host memory."""
         if self.yuv and not self.meter_on:
-            return self._yuv_colors(img), self._masks(gbr)
+            return self._yuv_colors(img)
         out = self._to_host(img)
-        colors = {v: out[i] for i, v in enumerate(VIEWS)}
-        return colors, self._masks(gbr)
+        return {v: out[i] for i, v in enumerate(VIEWS)}
 
     def _yuv_colors(self, img: torch.Tensor) -> dict[str, Any]:
         """The views (and the preview, with_preview) as Yuv420 pictures: converted on the

@@ -1,0 +1,132 @@
+"""Shading once per pixel and triangle (``render.compute_shading: pixel``, issue #30): the
+compute renderer's fast path at many samples a pixel.
+
+Visibility stays per sample: every (view, sample) is rasterized as before, so coverage and
+edges are those of N jittered samples. Shading is not: within one output pixel, the samples
+that see the same triangle share one evaluation of the material and the lighting, made at the
+first of them (its *leader*: the lowest sample index with that triangle; the sky is one more
+"triangle"). Each sample then holds its leader's radiance, and the resolve averages the N
+samples as before. This is what MSAA does in hardware; at 8 samples a pixel it shades about
+one fragment in 6-7 instead of every one.
+
+What differs from shading every sample (``sample``): inside one triangle a pixel's texture,
+normal map and specular are evaluated at one point instead of averaged over N; the sun's
+shadow takes all of ``shadow_pcf_taps`` at the leader (per sample each takes its share of
+them: the same taps over the pixel); with temporal samples, a static surface seen at several
+sub-frame times is shaded at the first of them. At one sample a pixel the two modes are the
+same computation.
+
+Everything stays deterministic: leaders are found by fixed comparisons, each leader's
+radiance is written to its own slot, and the samples are summed in sample order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .cameras import Cameras, Sun
+from .gbuffer import GBufferRenderer
+from .raster import visibility
+from .shade import Lighting, quantize_r11g11b10, shade_points, stored_planes
+
+SHADING_RATES = ("pixel", "sample")
+
+
+def leader_of(tri: torch.Tensor) -> torch.Tensor:
+    """``tri`` [V, N, P] (each sample's source triangle, -1 the sky) → [V, N, P] int64: for
+    each sample the lowest sample index of the same pixel that sees the same triangle (itself
+    when it is the first)."""
+    if tri.dim() != 3:
+        raise ValueError(f"leader_of: tri has shape {tuple(tri.shape)}; expected [V, N, P]")
+    N = tri.shape[1]
+    lead = torch.arange(N, device=tri.device).view(1, N, 1).expand_as(tri).clone()
+    for s in range(1, N):
+        for p in range(s - 1, -1, -1):  # downwards: the last match written is the lowest
+            lead[:, s] = torch.where(tri[:, s] == tri[:, p], p, lead[:, s])
+    return lead
+
+
+class MergedShading:
+    """Per (view, sample) linear radiance of one frame, shaded once per pixel and triangle
+    (see the module docstring), from a :class:`GBufferRenderer`'s scene. On a GPU the
+    per-leader work (material, the atlas' storage, lighting, R11G11B10) is one compiled
+    graph over chunks padded to one size."""
+
+    def __init__(self, gbr: GBufferRenderer):
+        self.gbr = gbr
+        self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
+                            else self._leaders)
+        self.last_leaders = 0  # leaders shaded in the last frame (a benchmark's figure)
+
+    def radiance(self, cams: Cameras, sun: Sun | None, lt: Lighting) -> torch.Tensor:
+        """[V, N, H, W, 3] float32 (views of ``cams`` in G-buffer order, GL rows: row 0 at
+        the bottom): each sample's radiance as the atlas stores it (R11G11B10)."""
+        gbr = self.gbr
+        fr = gbr.geo.frame()
+        gbr.frame_tris = fr
+        VN, H, W, N = cams.view_proj.shape[0], gbr.H, gbr.W, cams.nsamples
+        V = VN // N
+        vis_bits = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
+        vis = visibility(fr.pos, cams.view_proj, W, H, visible=vis_bits, cull=fr.cull,
+                         cut_tris=fr.cut, cut_fn=gbr._cut(fr), budget=gbr.budget)
+        tri, depth = vis.triangles()
+        lead = leader_of(tri.view(V, N, H * W))
+        own = torch.arange(N, device=tri.device).view(1, N, 1)
+        flat = torch.nonzero((lead == own).reshape(-1)).squeeze(1)
+        self.last_leaders = len(flat)
+        ltri = tri.index_select(0, flat)
+        bary = torch.zeros(len(flat), 3, dtype=torch.float32, device=tri.device)
+        drawn = torch.nonzero(ltri >= 0).squeeze(1)
+        bary[drawn] = vis.barycentrics(flat.index_select(0, drawn))
+        ldepth = depth.index_select(0, flat)
+        smap = gbr.shadow_map(fr, sun) if sun is not None else None
+        inv = torch.linalg.inv(cams.view_proj)
+        rad = torch.zeros(VN * H * W, 3, dtype=torch.float32, device=tri.device)
+        step = max(1, gbr.budget // 2)
+        for i in range(0, len(flat), step):
+            f, t, b, d = flat[i:i + step], ltri[i:i + step], bary[i:i + step], \
+                ldepth[i:i + step]
+            k = len(f)
+            if gbr.compiled and k < step:  # one shape for the compiled graph
+                pad = step - k
+                f, t, b, d = (torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
+                              for x in (f, t, b, d))
+            rad[f[:k]] = self._chunk(fr, cams, sun, smap, lt, inv, f, t, b, d)[:k]
+        # every sample takes its leader's radiance
+        rad = rad.view(V, N, H * W, 3)
+        rad = torch.gather(rad, 1, lead[..., None].expand(-1, -1, -1, 3))
+        return rad.view(V, N, H, W, 3)
+
+    def _leaders(self, fr: Any, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
+                 lt: Lighting, inv: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
+                 bary: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+        """R11G11B10 radiance [n, 3] of leader samples ``flat`` (GL rows) whose triangle is
+        ``tri`` (-1: the sky, at depth 1)."""
+        gbr = self.gbr
+        H, W = gbr.H, gbr.W
+        view = torch.div(flat, H * W, rounding_mode="floor")
+        pix = flat % (H * W)
+        px = (pix % W).float() + 0.5
+        py = torch.div(pix, W, rounding_mode="floor").float() + 0.5  # GL rows
+        g = gbr.material(fr, cams, sun, smap, view, px, py, tri.clamp_min(0), bary,
+                         torch.zeros_like(view), 1)
+        sky = tri < 0
+        zero3 = torch.zeros_like(g["albedo"])
+        zero = torch.zeros_like(g["metallic"])
+        planes = stored_planes(
+            torch.where(sky[:, None], zero3, g["emission"]),
+            torch.where(sky[:, None], zero3, g["albedo"]),
+            torch.where(sky, zero, g["metallic"]),
+            torch.where(sky[:, None], zero3, g["normal"]),
+            torch.where(sky, zero, g["roughness"]),
+            torch.where(sky, torch.ones_like(zero), g.get("shadow", torch.ones_like(zero))))
+        nx = px / float(W) * 2.0 - 1.0
+        ny = py / float(H) * 2.0 - 1.0
+        rad = shade_points(*planes, depth, nx, ny, inv.index_select(0, view),
+                           cams.eye.index_select(0, view), lt)
+        return quantize_r11g11b10(rad)
+
+
+__all__ = ["SHADING_RATES", "MergedShading", "leader_of"]
