@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -104,6 +104,30 @@ case "$what" in
       --frames "${RENDER_FRAMES:-120}" --procs "$slots" --backend "${BACKENDS:-compute:pixel,gl}" \
       --readback pbo --json "$OUT/bench_render_n.json" 2>&1 | grep -v "egldisplay\|glgsg" \
       | tee "$OUT/bench_render_n.log" || true ;;
+  frame) # issue #30: one compute frame's split and profile (bench_compute_frame), the look
+         # against GL at 720p x 8 (compare_backends), then a py-spy profile of one slot while
+         # PROCS compute renderers run side by side (the CPU split: encoders and the rest)
+    timeout "${F_S:-200}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
+      --spatial 8 --rates "${RATES:-pixel,sample}" --frames "${FRAMES:-10}" --profile \
+      --json "$OUT/bench_compute_frame.json" 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tee "$OUT/bench_compute_frame.log" || true
+    timeout "${LOOK_S:-150}" python3 tests/benchmarks/compare_backends.py --size 1280x720 \
+      --spatial 8 --frames "${LOOK_FRAMES:-20}" --out "$OUT" 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/compare_backends.log" || true
+    ( timeout "${SPY_S:-170}" python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+        --frames "${RENDER_FRAMES:-240}" --procs "${PROCS:-8}" --backend "${SPY_BACKEND:-compute}" \
+        --readback pbo --json "$OUT/bench_render_spy.json" 2>&1 \
+        | grep -v "egldisplay\|glgsg" > "$OUT/bench_render_spy.log" ) &
+    for _ in $(seq 1 120); do
+      pid=$(pgrep -f "stages.engine.render_worker" | head -1)
+      [ -n "$pid" ] && [ "$(ls /tmp/wmforge-bench-*/inst_*_0/traj_0000/*.mp4.part 2>/dev/null \
+        | head -1)" ] && break
+      sleep 1
+    done
+    sleep "${SPY_DELAY:-20}"
+    [ -n "${pid:-}" ] && /tmp/py-spy record --native --nonblocking -r 50 -d "${SPY_DUR:-20}" \
+      -f raw -o "$OUT/pyspy_slot.txt" -p "$pid" > "$OUT/pyspy.log" 2>&1 || true
+    wait; cat "$OUT/bench_render_spy.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

@@ -22,6 +22,7 @@ radiance is written to its own slot, and the samples are summed in sample order.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -59,19 +60,37 @@ class MergedShading:
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
         self.last_leaders = 0  # leaders shaded in the last frame (a benchmark's figure)
+        # seconds per step, summed over frames, when a benchmark sets a dict here (each step
+        # then waits for the device: slower, so only for the split)
+        self.phases: dict[str, float] | None = None
+        self._t = 0.0
+
+    def _mark(self, name: str, device: torch.device) -> None:
+        if self.phases is None:
+            return
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        now = time.perf_counter()
+        if name:
+            self.phases[name] = self.phases.get(name, 0.0) + now - self._t
+        self._t = now
 
     def radiance(self, cams: Cameras, sun: Sun | None, lt: Lighting) -> torch.Tensor:
         """[V, N, H, W, 3] float32 (views of ``cams`` in G-buffer order, GL rows: row 0 at
         the bottom): each sample's radiance as the atlas stores it (R11G11B10)."""
         gbr = self.gbr
+        dev = gbr.geo.device
+        self._mark("", dev)
         fr = gbr.geo.frame()
         gbr.frame_tris = fr
+        self._mark("scene (skinning, placing)", dev)
         VN, H, W, N = cams.view_proj.shape[0], gbr.H, gbr.W, cams.nsamples
         V = VN // N
         vis_bits = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
         vis = visibility(fr.pos, cams.view_proj, W, H, visible=vis_bits, cull=fr.cull,
                          cut_tris=fr.cut, cut_fn=gbr._cut(fr), budget=gbr.budget)
         tri, depth = vis.triangles()
+        self._mark("visibility", dev)
         lead = leader_of(tri.view(V, N, H * W))
         own = torch.arange(N, device=tri.device).view(1, N, 1)
         flat = torch.nonzero((lead == own).reshape(-1)).squeeze(1)
@@ -81,7 +100,9 @@ class MergedShading:
         drawn = torch.nonzero(ltri >= 0).squeeze(1)
         bary[drawn] = vis.barycentrics(flat.index_select(0, drawn))
         ldepth = depth.index_select(0, flat)
+        self._mark("leaders and their barycentrics", dev)
         smap = gbr.shadow_map(fr, sun) if sun is not None else None
+        self._mark("shadow map", dev)
         inv = torch.linalg.inv(cams.view_proj)
         rad = torch.zeros(VN * H * W, 3, dtype=torch.float32, device=tri.device)
         step = max(1, gbr.budget // 2)
@@ -94,9 +115,11 @@ class MergedShading:
                 f, t, b, d = (torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
                               for x in (f, t, b, d))
             rad[f[:k]] = self._chunk(fr, cams, sun, smap, lt, inv, f, t, b, d)[:k]
+        self._mark("material and lighting", dev)
         # every sample takes its leader's radiance
         rad = rad.view(V, N, H * W, 3)
         rad = torch.gather(rad, 1, lead[..., None].expand(-1, -1, -1, 3))
+        self._mark("samples from leaders", dev)
         return rad.view(V, N, H, W, 3)
 
     def _leaders(self, fr: Any, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
