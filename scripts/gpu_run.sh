@@ -107,6 +107,9 @@ case "$what" in
   frame) # issue #30: one compute frame's split and profile (bench_compute_frame), the look
          # against GL at 720p x 8 (compare_backends), then a py-spy profile of one slot while
          # PROCS compute renderers run side by side (the CPU split: encoders and the rest)
+    timeout "${TEST_S:-110}" python3 -m pytest -p no:cacheprovider -q -p no:logging \
+      tests/engine/compute/test_merged.py 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tee "$OUT/gpu_merged_tests.log" || true
     timeout "${F_S:-200}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
       --spatial 8 --rates "${RATES:-pixel,sample}" --frames "${FRAMES:-10}" --profile \
       --json "$OUT/bench_compute_frame.json" 2>&1 | grep -v "egldisplay\|glgsg" \

