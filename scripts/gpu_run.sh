@@ -123,13 +123,13 @@ case "$what" in
         --readback pbo --json "$OUT/bench_render_spy.json" 2>&1 \
         | grep -v "egldisplay\|glgsg" > "$OUT/bench_render_spy.log" ) &
     for _ in $(seq 1 120); do
-      pid=$(pgrep -f "stages.engine.render_worker" | head -1)
+      pid=$(pgrep -f "stages.engine.render_worker" | head -1 || true)
       [ -n "$pid" ] && [ "$(ls /tmp/wmforge-bench-*/inst_*_0/traj_0000/*.mp4.part 2>/dev/null \
-        | head -1)" ] && break
+        | head -1 || true)" ] && break
       sleep 1
     done
     sleep "${SPY_DELAY:-20}"
-    [ -n "${pid:-}" ] && /tmp/py-spy record --native --nonblocking -r 50 -d "${SPY_DUR:-20}" \
+    [ -n "${pid:-}" ] && /tmp/py-spy record --native -r 50 -d "${SPY_DUR:-20}" \
       -f raw -o "$OUT/pyspy_slot.txt" -p "$pid" > "$OUT/pyspy.log" 2>&1 || true
     wait; cat "$OUT/bench_render_spy.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do
