@@ -25,7 +25,7 @@ from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, prop_tab
 __all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
 
 
-STEADY_SKIP = 10  # frames a trajectory's steady rate leaves out (InstanceRenderer.steady)
+STEADY_SKIP = 10  # frames a trajectory's steady rate leaves out (start-up, compiling, caches)
 HEARTBEAT = "heartbeat"  # touched while frames are made (node runner's stall check)
 
 
@@ -54,8 +54,7 @@ class InstanceRenderer:
         self.char_key: str | None = None
         self.encoder: Any = None
         self._beat_at = -1e9
-        # (frames, seconds) of the last trajectory's steady part (see STEADY_SKIP)
-        self.steady: tuple[int, float] | None = None
+        self.frame_times: list[float] = []  # the last trajectory's frames, when each was done
 
     def beat(self, every_s: float = 0.5) -> None:
         """Touch ``<instance>/heartbeat`` (at most every ``every_s``): the node runner watches
@@ -348,6 +347,7 @@ class InstanceRenderer:
             colors, masks = r.collect()
             gate.check(f, placed, masks, ptab[f] if ptab is not None else None)
             encoder.put(colors)
+            self.frame_times.append(time.time())  # wall clock: comparable across renderers
             self.beat()
 
         # automatic exposure (§7.1): metered on the trajectory's first frames, deterministic
@@ -358,14 +358,9 @@ class InstanceRenderer:
         from . import fault_injection
 
         inject = fault_injection.active()  # the drills' faults inside a trajectory
-        # the steady rate: frames from the STEADY_SKIP-th on (start-up, compiling and caches
-        # behind), up to the last one encoded; the worker's log line and the benchmarks read it
-        steady_from = min(STEADY_SKIP, len(rows) // 2)
-        t_steady = time.perf_counter()
+        self.frame_times = []
         try:
             for f in range(len(rows)):
-                if f == steady_from:
-                    t_steady = time.perf_counter()
                 samples, exact = poses(f)
                 if ptab is not None:
                     r.place_props(ptab[f])
@@ -387,7 +382,6 @@ class InstanceRenderer:
             raise
         finally:
             encoder.finish()
-        self.steady = (len(rows) - steady_from, time.perf_counter() - t_steady)
         return gate.result()
 
     def close(self) -> None:

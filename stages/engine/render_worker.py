@@ -25,10 +25,24 @@ from typing import Any
 from ..core.device_faults import beyond_device, classify, exit_on_device_fault
 from ..core.progress import COMPLETE, append_progress, read_progress
 from ..core.trajectory import VIEWS
-from .instance_render import InstanceRenderer
+from .instance_render import STEADY_SKIP, InstanceRenderer
 from .stage2 import Stage2Failure
 
 OWNER_LOCK = "owner.lock"
+# set by benchmarks (tests/benchmarks/bench_render.py): the worker writes every kept frame's
+# wall-clock time to <instance>/frame_times.json, so renderers side by side can be counted
+# over the window they all ran steadily
+FRAME_TIMES_ENV = "WMFORGE_BENCH_FRAME_TIMES"
+
+
+def _steady(times: list[float]) -> str:
+    """The log's steady rate: frames after the first STEADY_SKIP (start-up, compiling and
+    caches behind) over the time they took."""
+    k = min(STEADY_SKIP, len(times) // 2)
+    if len(times) - 1 - k < 1 or times[-1] <= times[k]:
+        return ""
+    n = len(times) - 1 - k
+    return f", steady {n / (times[-1] - times[k]):.2f} frames/s over its last {n}"
 
 
 def take_owner_lock(inst: Path) -> Any:
@@ -81,6 +95,7 @@ def worker(inst: Path) -> int:
     _open_device(ir, spec)
     done = read_progress(inst)
     finished = 0
+    times: dict[str, list[float]] = {}
     for job in spec["jobs"]:
         name = job["name"]
         if name in done:
@@ -108,8 +123,10 @@ def worker(inst: Path) -> int:
         dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         enc = ir.encoder
         busy = " ".join(f"{k}={v:.1f}" for k, v in (enc.busy_s.items() if enc else ()))
-        steady = (f", steady {ir.steady[0] / ir.steady[1]:.2f} frames/s over its last "
-                  f"{ir.steady[0]}" if ir.steady and ir.steady[1] > 0 else "")
+        steady = _steady(ir.frame_times)
+        if os.environ.get(FRAME_TIMES_ENV):  # a benchmark's: every frame's wall-clock time
+            times[name] = ir.frame_times
+            (inst / "frame_times.json").write_text(json.dumps(times))
         print(f"render: {name}: {rmeta['frame_count']} frames x {len(VIEWS)} views in "
               f"{dt:.1f} s ({rmeta['frame_count'] / dt:.1f} frames/s{steady}, {cpu:.1f} CPU s), "
               f"aligned "

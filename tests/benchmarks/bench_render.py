@@ -10,9 +10,10 @@ renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU; ``comput
 ``compute:pixel`` set its ``render.compute_shading``). ``--warmup``:
 ``render.warmup_frames`` (default: the config's); the rate counts the whole run (start-up, the
 warm-up and meter frames), so give the compute backend's slow CPU runs few extra frames. The
-*steady* figure is the sum of the renderers' own rates after their first 10 frames (the
-worker's log line), what a slot that renders trajectory after trajectory makes once its
-process is warm (compiled kernels, loaded level).
+*steady* figure counts every renderer's frames over the window in which all of them ran
+steadily (from the latest renderer's 10th frame to the first renderer's last; the workers
+write each frame's wall-clock time): what slots that render trajectory after trajectory make
+together once their processes are warm (compiled kernels, loaded level).
 ``--readback``: ``render.readback`` of each GL run (sync: Panda3D's read at each frame's end;
 pbo: pixel-pack buffers and fences, stages/engine/gl_readback.py); the same bytes either way.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -44,6 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from stages.config import RESOLUTION_PRESETS, load_params  # noqa: E402
+from stages.engine.instance_render import STEADY_SKIP  # noqa: E402
+from stages.engine.render_worker import FRAME_TIMES_ENV  # noqa: E402
 from stages.render import render_settings  # noqa: E402
 
 
@@ -81,6 +83,18 @@ def make_trajectories(tmp: Path, level: str, n: int, frames: int) -> Path:
     return out
 
 
+def steady_rate(times: list[list[float]], procs: int) -> float | None:
+    """Five-view frames/s of all renderers together over the window in which every one ran
+    steadily: from the latest one's frame STEADY_SKIP to the earliest one's last frame."""
+    if len(times) != procs or any(len(t) < 2 for t in times):
+        return None
+    start = max(t[min(STEADY_SKIP, len(t) // 2)] for t in times)
+    end = min(t[-1] for t in times)
+    if end <= start:
+        return None
+    return sum(start < x <= end for t in times for x in t) / (end - start)
+
+
 def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  frames: int, tmp: Path, enc_threads: int, variant: str = "",
                  backend: str = "gl", warmup: int | None = None,
@@ -111,8 +125,9 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     t0 = time.perf_counter()
     worker = (["-m", "tests.benchmarks.look_variants", variant] if variant
               else ["-m", "stages.engine.render_worker"])
-    running = [subprocess.Popen([sys.executable, *worker, str(i)],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {**os.environ, FRAME_TIMES_ENV: "1"}
+    running = [subprocess.Popen([sys.executable, *worker, str(i)], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                for i in insts]
     rss_timeline: list[tuple[float, float]] = []  # (s since start, MiB) of the first renderer
 
@@ -147,8 +162,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():
             raise SystemExit(f"renderer failed in {inst}:\n{log[-3000:]}")
     out_s = procs * frames / 30
-    steady = [float(m.group(1)) for lg in logs
-              for m in [re.search(r"steady ([0-9.]+) frames/s", lg)] if m]
+    steady = steady_rate([json.loads((i / "frame_times.json").read_text())["traj_0000"]
+                          for i in insts if (i / "frame_times.json").exists()], procs)
     return {"variant": variant or "base", "backend": backend, "readback": readback,
             "compute_shading": (rate or rcfg.compute_shading) if backend != "gl" else None,
             "preset": preset, "width": w,
@@ -157,10 +172,9 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
             "five_view_frames_per_s": round(procs * frames / wall, 3),
             "output_s_per_wall_s": round(out_s / wall, 3),
             "five_view_min_per_gpu_hour": round(out_s / wall * 60, 1),
-            "steady_five_view_frames_per_s": round(sum(steady), 3) if len(steady) == procs
-            else None,
-            "steady_five_view_min_per_gpu_hour": round(sum(steady) / 30 * 60, 1)
-            if len(steady) == procs else None,
+            "steady_five_view_frames_per_s": None if steady is None else round(steady, 3),
+            "steady_five_view_min_per_gpu_hour": None if steady is None
+            else round(steady / 30 * 60, 1),
             "peak_rss_mib": round(peak_kb / 1024, 1), **marks,
             "log": next((ln for ln in reversed(logs[0].splitlines())
                          if ln.startswith("render:")), logs[0].strip().splitlines()[-1])}

@@ -6,8 +6,9 @@ docs/bench/h100_bench_render_backends_720px8_2026-12-06.json) GL made 45.4 five-
 per GPU-hour with 4 renderers and compute 7.8 (its G-buffer alone takes 137 ms a five-view
 frame there, compiled; docs/compute-renderer.md). Shading once per pixel and triangle
 (``render.compute_shading: pixel``, merged.py) doubled compute's steady rate, and GL stays
-ahead: on a lent H100 at 720p x 8 with 4 renderers, steady (after each renderer's first 10
-frames), GL made 78.7 five-view minutes per GPU-hour and compute 35.0 (2026-12-06,
+ahead: on a lent H100 at 720p x 8 with 4 renderers, steady (each renderer's own rate after
+its first 10 frames, summed: an upper bound), GL made 78.7 five-view minutes per GPU-hour and
+compute 35.0 (whole runs, start-up included: 62.3 and 18.0) (2026-12-06,
 docs/bench/h100_bench_render_merged_720px8_2026-12-06.log). On this project's CPU machines GL
 (llvmpipe) is faster too. ``auto`` will pick compute where a benchmark shows it ahead (a GPU,
 size and sample count); ``render.backend=compute`` selects it explicitly.

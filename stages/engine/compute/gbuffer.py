@@ -111,7 +111,9 @@ def sample(tt: TextureTable, tex: torch.Tensor, uv: torch.Tensor, lut: torch.Ten
         rho = torch.maximum(d[:, 0].norm(dim=1), d[:, 1].norm(dim=1))
         nlev = tt.levels.index_select(0, t)
         top = (nlev - 1).to(uv.dtype)
-        lod = torch.log2(rho.clamp_min(1e-12)).clamp(min=0.0)
+        # a degenerate triangle's derivatives are NaN: level 0 then (finite values unchanged;
+        # a NaN level would index far outside the texel table)
+        lod = torch.nan_to_num(torch.log2(rho.clamp_min(1e-12)), nan=0.0).clamp(min=0.0)
         lod = torch.minimum(lod, top)
         l0 = torch.floor(lod)
         f = (lod - l0)[:, None]

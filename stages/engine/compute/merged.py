@@ -12,9 +12,9 @@ one fragment in 6-7 instead of every one.
 What differs from shading every sample (``sample``): inside one triangle a pixel's texture,
 normal map and specular are evaluated at one point instead of averaged over N; the sun's
 shadow takes all of ``shadow_pcf_taps`` at the leader (per sample each takes its share of
-them: the same taps over the pixel); with temporal samples, a static surface seen at several
-sub-frame times is shaded at the first of them. At one sample a pixel the two modes are the
-same computation.
+them: the same taps over the pixel). Leaders are taken within each temporal sub-frame, so a
+surface is shaded once per sub-frame and keeps its motion blur. At one sample a pixel the two
+modes are the same computation.
 
 Everything stays deterministic: leaders are found by fixed comparisons, each leader's
 radiance is written to its own slot, and the samples are summed in sample order.
@@ -35,13 +35,23 @@ from .shade import Lighting, quantize_r11g11b10, shade_points, stored_planes
 SHADING_RATES = ("pixel", "sample")
 
 
-def leader_of(tri: torch.Tensor) -> torch.Tensor:
+def leader_of(tri: torch.Tensor, spatial: int | None = None) -> torch.Tensor:
     """``tri`` [V, N, P] (each sample's source triangle, -1 the sky) → [V, N, P] int64: for
     each sample the lowest sample index of the same pixel that sees the same triangle (itself
-    when it is the first)."""
+    when it is the first). With ``spatial`` = S, the N = T x S samples are T sub-frames of S
+    (sample k = t S + s) and leaders are taken within each sub-frame: a surface is shaded once
+    per sub-frame, so textures keep their motion blur."""
     if tri.dim() != 3:
         raise ValueError(f"leader_of: tri has shape {tuple(tri.shape)}; expected [V, N, P]")
-    N = tri.shape[1]
+    V, N, P = tri.shape
+    if spatial is not None and spatial != N:
+        if spatial < 1 or N % spatial:
+            raise ValueError(f"leader_of: {N} samples a pixel are not whole sub-frames of "
+                             f"{spatial} spatial samples")
+        T = N // spatial
+        lead = leader_of(tri.reshape(V * T, spatial, P))
+        first = torch.arange(T, device=tri.device).view(1, T, 1, 1) * spatial
+        return (lead.view(V, T, spatial, P) + first).view(V, N, P)
     lead = torch.arange(N, device=tri.device).view(1, N, 1).expand_as(tri).clone()
     for s in range(1, N):
         for p in range(s - 1, -1, -1):  # downwards: the last match written is the lowest
@@ -55,8 +65,9 @@ class MergedShading:
     per-leader work (material, the atlas' storage, lighting, R11G11B10) is one compiled
     graph over chunks padded to one size."""
 
-    def __init__(self, gbr: GBufferRenderer):
+    def __init__(self, gbr: GBufferRenderer, spatial: int | None = None):
         self.gbr = gbr
+        self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
         self.last_leaders = 0  # leaders shaded in the last frame (a benchmark's figure)
@@ -91,7 +102,7 @@ class MergedShading:
                          cut_tris=fr.cut, cut_fn=gbr._cut(fr), budget=gbr.budget)
         tri, depth = vis.triangles()
         self._mark("visibility", dev)
-        lead = leader_of(tri.view(V, N, H * W))
+        lead = leader_of(tri.view(V, N, H * W), self.spatial)
         own = torch.arange(N, device=tri.device).view(1, N, 1)
         flat = torch.nonzero((lead == own).reshape(-1)).squeeze(1)
         self.last_leaders = len(flat)

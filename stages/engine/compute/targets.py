@@ -179,7 +179,7 @@ class ComputeTargets(RenderTargets):
                                       animated=list(r.char_copies), device=self.device,
                                       skins=skins)
             self._gbr = GBufferRenderer(self._geo, self.W, self.H)
-            self._merged = MergedShading(self._gbr)
+            self._merged = MergedShading(self._gbr, self.S)
             self._scene_sig = sig
         return self._gbr
 
