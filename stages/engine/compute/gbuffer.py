@@ -21,7 +21,7 @@ import torch
 
 from .cameras import Cameras, Sun
 from .gbuffer_types import GBuffer
-from .raster import rasterize
+from .raster import Visibility, rasterize, visibility
 from .scene import (
     SLOT_BASE,
     SLOT_EMISSION,
@@ -231,15 +231,20 @@ class GBufferRenderer:
         outside = (c[:, 0] < 0) | (c[:, 0] > 1) | (c[:, 1] < 0) | (c[:, 1] > 1) | (c[:, 2] > 1)
         return torch.where(outside, torch.ones_like(s), s / per)
 
+    def visibility(self, fr: Frame, cams: Cameras) -> Visibility:
+        """The depth pass of every camera over this frame's triangles (each camera draws
+        those its draw-mask bit shows; alpha below 0.5 cut out before the depth test)."""
+        vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
+        return visibility(fr.pos, cams.view_proj, self.W, self.H, visible=vis, cull=fr.cull,
+                          cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget)
+
     def render(self, cams: Cameras, sun: Sun | None = None) -> GBuffer:
         """This frame's G-buffer: the scene as its nodes stand now, seen by ``cams``. Pixels
         are shaded in chunks of ``budget`` (bounded memory at 720p x 8 samples)."""
         fr = self.geo.frame()
         self.frame_tris = fr
         V, H, W = cams.view_proj.shape[0], self.H, self.W
-        vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
-        ras = rasterize(fr.pos, cams.view_proj, W, H, visible=vis, cull=fr.cull,
-                        cut_tris=fr.cut, cut_fn=self._cut(fr), budget=self.budget).flip_rows()
+        ras = self.visibility(fr, cams).resolve().flip_rows()
         dev = fr.pos.device
         n = V * H * W
         planes = {"emission": torch.zeros(n, 3, device=dev),

@@ -29,10 +29,7 @@ import torch
 
 from .cameras import Cameras, Sun
 from .gbuffer import GBufferRenderer
-from .raster import visibility
 from .shade import Lighting, quantize_r11g11b10, shade_points, stored_planes
-
-SHADING_RATES = ("pixel", "sample")
 
 
 def leader_of(tri: torch.Tensor, spatial: int | None = None) -> torch.Tensor:
@@ -97,9 +94,7 @@ class MergedShading:
         self._mark("scene (skinning, placing)", dev)
         VN, H, W, N = cams.view_proj.shape[0], gbr.H, gbr.W, cams.nsamples
         V = VN // N
-        vis_bits = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
-        vis = visibility(fr.pos, cams.view_proj, W, H, visible=vis_bits, cull=fr.cull,
-                         cut_tris=fr.cut, cut_fn=gbr._cut(fr), budget=gbr.budget)
+        vis = gbr.visibility(fr, cams)
         tri, depth = vis.triangles()
         self._mark("visibility", dev)
         lead = leader_of(tri.view(V, N, H * W), self.spatial)
@@ -163,4 +158,4 @@ class MergedShading:
         return quantize_r11g11b10(rad)
 
 
-__all__ = ["SHADING_RATES", "MergedShading", "leader_of"]
+__all__ = ["MergedShading", "leader_of"]

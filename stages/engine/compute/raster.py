@@ -215,23 +215,23 @@ class Visibility:
         pix = flat % (self.H * self.W)
         px = (pix % self.W).float() + 0.5
         py = torch.div(pix, self.W, rounding_mode="floor").float() + 0.5
+
+        def at(st: _Setup, t: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return st.perspective(t, st.fragment(t, x, y)[1])
+
+        if len(self.setups) == 1:  # the usual case: every sample is the one setup's
+            return at(self.setups[0], gid - self.offsets[0], px, py)
         out = torch.zeros(len(flat), 3, dtype=torch.float32, device=flat.device)
         for st, base in zip(self.setups, self.offsets, strict=True):
-            m = (gid >= base) & (gid < base + len(st.src))
-            if len(self.setups) == 1:
-                j, t = None, gid - base
-            else:
-                if not bool(m.any()):
-                    continue
-                j = torch.nonzero(m).squeeze(1)
-                t = gid[j] - base
-            _, lam, _ = st.fragment(t, px if j is None else px[j], py if j is None else py[j])
-            b = st.perspective(t, lam)
-            if j is None:
-                out = b
-            else:
-                out[j] = b
+            j = torch.nonzero((gid >= base) & (gid < base + len(st.src))).squeeze(1)
+            if len(j):
+                out[j] = at(st, gid[j] - base, px[j], py[j])
         return out
+
+    def resolve(self, depth_only: bool = False) -> RasterOut:
+        """Per sample the nearest source triangle, its barycentrics and depth
+        (``depth_only``: the depth alone, a shadow map)."""
+        return _resolve(self, depth_only)
 
 
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
@@ -241,10 +241,9 @@ def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: i
               depth_only: bool = False) -> RasterOut:
     """:func:`visibility`, resolved: per sample the nearest source triangle, its
     barycentrics and depth (``depth_only``: the depth alone, a shadow map)."""
-    vis = visibility(tris, view_proj, width, height, visible=visible, cull=cull,
-                     cut_tris=cut_tris, cut_fn=cut_fn, budget=budget,
-                     max_instances=max_instances)
-    return _resolve(vis, depth_only)
+    return visibility(tris, view_proj, width, height, visible=visible, cull=cull,
+                      cut_tris=cut_tris, cut_fn=cut_fn, budget=budget,
+                      max_instances=max_instances).resolve(depth_only)
 
 
 def visibility(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,

@@ -55,15 +55,18 @@ def unorm8(c: torch.Tensor) -> torch.Tensor:
     return torch.floor(c.clamp(0.0, 1.0) * 255.0 + 0.5).to(torch.uint8)
 
 
+def encode_linear(lin: torch.Tensor, tone_map: str) -> torch.Tensor:
+    """Exposed linear light → uint8: the tone map (``aces``, else a clamp), sRGB, 8 bits."""
+    return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0)))
+
+
 def resolve(radiance: torch.Tensor, exposure: float = 1.0, tone_map: str = "aces"
             ) -> torch.Tensor:
     """Each view's picture: ``radiance[V, N, H, W, 3]`` (linear light of its N samples, as the
     atlas holds it) → uint8 ``[V, H, W, 3]``, row 0 at the top."""
     if tone_map not in TONE_MAPS:
         raise ValueError(f"compute resolve: tone_map {tone_map!r}; expected aces|none")
-    lin = mean_samples(radiance) * float(exposure)
-    mapped = aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0)
-    return unorm8(to_srgb(mapped))
+    return encode_linear(mean_samples(radiance) * float(exposure), tone_map)
 
 
 def meter_codes(radiance: torch.Tensor) -> torch.Tensor:
@@ -83,5 +86,5 @@ def exposure_from_codes(codes: torch.Tensor, key: float) -> tuple[float, float]:
     return exposure_from_meter(codes.cpu().numpy(), key)
 
 
-__all__ = ["TONE_MAPS", "aces", "exposure_from_codes", "mean_samples", "meter_codes",
-           "resolve", "to_srgb", "unorm8"]
+__all__ = ["TONE_MAPS", "aces", "encode_linear", "exposure_from_codes", "mean_samples",
+           "meter_codes", "resolve", "to_srgb", "unorm8"]

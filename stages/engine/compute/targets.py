@@ -24,13 +24,14 @@ import torch
 from ...core.trajectory import VIEWS
 from ...media.video import label_bitmap
 from ..look import Look
+from ..render_settings import COMPUTE_SHADING
 from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
-from .merged import SHADING_RATES, MergedShading
+from .merged import MergedShading
 from .raster import rasterize
-from .resolve import aces, mean_samples, meter_codes, to_srgb, unorm8
+from .resolve import encode_linear, mean_samples, meter_codes
 from .scene_geometry import SceneGeometry
 from .shade import (
     Lighting,
@@ -85,8 +86,7 @@ def light_view(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.Ten
     a GPU this runs under torch.compile: one graph, fused."""
     rad = shade(*stored_planes(emission, albedo, metallic, normal, roughness, shadow), depth,
                 inv_view_proj, eye, lt)
-    lin = mean_samples(quantize_r11g11b10(rad)[None])[0] * exposure
-    return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0)))
+    return encode_linear(mean_samples(quantize_r11g11b10(rad)[None])[0] * exposure, tone_map)
 
 
 def resolve_views(radiance: torch.Tensor, exposure: torch.Tensor, tone_map: str
@@ -94,8 +94,7 @@ def resolve_views(radiance: torch.Tensor, exposure: torch.Tensor, tone_map: str
     """The resolve of stored radiance ``[V, N, H, W, 3]`` (GL rows) → uint8 ``[V, H, W, 3]``
     with row 0 at the top: the mean of the samples, ``exposure`` (a 0-d tensor), tone map,
     sRGB."""
-    lin = mean_samples(radiance) * exposure
-    return unorm8(to_srgb(aces(lin) if tone_map == "aces" else lin.clamp(0.0, 1.0))).flip(1)
+    return encode_linear(mean_samples(radiance) * exposure, tone_map).flip(1)
 
 
 class ComputeTargets(RenderTargets):
@@ -110,9 +109,9 @@ class ComputeTargets(RenderTargets):
         # the GL side builds only the forward scene set-up (nothing is drawn with it)
         super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
                          look=dataclasses.replace(look, shading="forward"))
-        if shading_rate not in SHADING_RATES:
+        if shading_rate not in COMPUTE_SHADING:
             raise ValueError(f"render.compute_shading is {shading_rate!r}; expected one of "
-                             f"{', '.join(SHADING_RATES)}")
+                             f"{', '.join(COMPUTE_SHADING)}")
         # "pixel": material and lighting once per pixel and triangle (merged.py); "sample":
         # once per sample, as GL does
         self.shading_rate = shading_rate
