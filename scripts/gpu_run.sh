@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|sync} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -132,6 +132,39 @@ case "$what" in
     [ -n "${pid:-}" ] && /tmp/py-spy record --native -r 50 -d "${SPY_DUR:-20}" \
       -f raw -o "$OUT/pyspy_slot.txt" -p "$pid" > "$OUT/pyspy.log" 2>&1 || true
     wait; cat "$OUT/bench_render_spy.log" ;;
+  sync) # issue #30, the scene step without host waits: compute pixel at 720p x 8 with the code
+        # of the commit before (.h200/old_stages.tar.gz: `git archive <commit> stages`) and this
+        # tree, 1 and PROCS renderers; then this tree under CUDA MPS (where the host has its
+        # control daemon) at PROCS and MPS_PROCS renderers. Stops starting runs at DEADLINE s.
+    deadline=$((SECONDS + ${DEADLINE:-560}))
+    timeout "${TEST_S:-90}" python3 -m pytest -p no:cacheprovider -q -m "gpu or not gpu" \
+      tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tee "$OUT/gpu_step_tests.log" || true
+    rm -rf /tmp/old && mkdir -p /tmp/old
+    tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
+    rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
+    bench() { # tag tree procs
+      local left=$((deadline - SECONDS)) lim=${B_S:-150}
+      [ "$left" -gt 40 ] || { echo "skipped $1: no time left"; return 0; }
+      [ "$left" -lt "$lim" ] && lim=$left
+      (cd "$2" && PYTHONPATH=/tmp/site:$2 timeout "$lim" python3 tests/benchmarks/bench_render.py \
+        --preset 720p --spatial 8 --frames "${RENDER_FRAMES:-150}" --procs "$3" \
+        --backend compute:pixel --json "$OUT/bench_$1.json" 2>&1 \
+        | grep -v "egldisplay\|glgsg" | tee "$OUT/bench_$1.log") || true
+    }
+    for p in 1 "${PROCS:-4}"; do bench "old_$p" /tmp/old "$p"; bench "new_$p" "$PWD" "$p"; done
+    if command -v nvidia-cuda-mps-control >/dev/null; then
+      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+      mkdir -p /tmp/mps_pipe /tmp/mps_log
+      if nvidia-cuda-mps-control -d; then
+        sleep 1
+        for p in "${PROCS:-4}" "${MPS_PROCS:-8}"; do bench "mps_new_$p" "$PWD" "$p"; done
+        echo quit | nvidia-cuda-mps-control || true
+      fi
+      cp /tmp/mps_log/* "$OUT/" 2>/dev/null || true
+    else
+      echo "this host has no nvidia-cuda-mps-control"
+    fi ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

@@ -48,6 +48,26 @@ def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "
     return render_trajectories(base, traj_root, root, rcfg, log, levels, watch)
 
 
+def prune_instances(out: Path, index: pd.DataFrame, failures: pd.DataFrame) -> list[Path]:
+    """Removes the instance folders under ``out`` (``<scene>/<level>/<instance>/``, those with
+    an ``instance.json``) that no row of this run's ``index`` or ``failures`` names: renders of
+    settings, code or trajectories no longer current, which ``persist`` would otherwise carry
+    into every later version of the stage's output. Returns the removed folders."""
+    import shutil
+
+    keep = {(str(r.level_id), str(r.instance)) for r in index.itertuples()}
+    keep |= {(str(r.level_id), str(r.instance)) for r in failures.itertuples()
+             if "level_id" in failures.columns and "instance" in failures.columns}
+    gone = []
+    for spec in sorted(out.glob("*/*/*/instance.json")):
+        inst = spec.parent
+        level = f"{inst.parent.parent.name}/{inst.parent.name}"
+        if (level, inst.name) not in keep:
+            shutil.rmtree(inst)
+            gone.append(inst)
+    return gone
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="wmforge render", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -59,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", default="", help="pools.parquet: render only the levels of this "
                     "machine's pool (cluster.node; every pool when empty)")
     ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--prune", action="store_true", help="after the run, remove the instance "
+                    "folders that neither the index nor the failures name (the DVC stage's)")
     args = ap.parse_args(argv)
     if args.cmd == "recover":
         p = Path(args.path)
@@ -83,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_parquet(index, out / "index.parquet")
     write_parquet(failures, out / "failures.parquet")
+    if args.prune:
+        gone = prune_instances(out, index, failures)
+        if gone:
+            print(f"render: removed {len(gone)} instance folder(s) no current render uses")
     hours = index["duration_s"].sum() / 3600 if len(index) else 0.0
     print(f"render: {len(index)} trajectories ({hours * 60:.1f} five-view minutes), "
           f"{len(failures)} failures → {out}")

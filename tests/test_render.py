@@ -456,3 +456,32 @@ def test_the_renderer_beats_while_it_makes_frames(trajs, tmp_path, monkeypatch):
     frames = json.loads((inst / "traj_0000" / "meta.json").read_text())["frame_count"]
     assert len(seen) >= frames + 2  # after the level load, after warm-up, every frame
     assert seen == sorted(seen) and seen[-1] > seen[0]
+
+
+def test_prune_removes_only_instances_no_current_row_names(tmp_path):
+    """`render --prune` (the DVC stage's): instance folders of earlier runs that neither the
+    index nor the failures name are removed; named ones, and folders that are not instances,
+    stay."""
+    import pandas as pd
+
+    from stages.render import prune_instances
+
+    lv = tmp_path / "NatureValley" / "AlpineMeadow"
+    for name in ("local-a", "local-b", "local-c"):
+        (lv / name / "traj_0000").mkdir(parents=True)
+        (lv / name / "instance.json").write_text("{}")
+        (lv / name / "traj_0000" / "rgb_fp.mp4").write_bytes(b"x")
+    (lv / "notes").mkdir()
+    other = tmp_path / "UrbanBlocks" / "Downtown" / "local-a"
+    other.mkdir(parents=True)
+    (other / "instance.json").write_text("{}")
+    index = pd.DataFrame({"level_id": ["NatureValley/AlpineMeadow"], "instance": ["local-a"]})
+    failures = pd.DataFrame({"level_id": ["NatureValley/AlpineMeadow"], "trajectory": ["t"],
+                             "reason": ["gate"], "detail": [""], "instance": ["local-c"]})
+    gone = prune_instances(tmp_path, index, failures)
+    # the same instance name under another level is another instance: not current either
+    assert sorted(gone) == sorted([lv / "local-b", other])
+    assert (lv / "local-a" / "traj_0000" / "rgb_fp.mp4").exists()
+    assert (lv / "local-c").exists() and (lv / "notes").exists()
+    assert not (lv / "local-b").exists() and not other.exists()
+    assert prune_instances(tmp_path, index, failures) == []  # nothing more to remove

@@ -16,6 +16,7 @@ from ...core.trajectory import VIEWS
 from ..render_targets import FP_BIT_BASE
 from ..replay_poses import SamplePose, cv_to_panda_mat, jitter_offsets
 from .scene import _mat4
+from .upload import upload
 
 
 @dataclass
@@ -47,10 +48,11 @@ def _camera_matrix(np_: Any, root: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _pack(vps: list, eyes: list, bits: list, nsamples: int, device: Any) -> Cameras:
     V = len(vps)
-    return Cameras(torch.tensor(np.stack(vps), dtype=torch.float32, device=device),
-                   torch.tensor(np.stack(eyes), dtype=torch.float32, device=device),
-                   torch.tensor(bits, dtype=torch.int64, device=device),
-                   torch.arange(V, device=device) % nsamples, nsamples)
+    dev = torch.device(device)
+    return Cameras(upload(np.stack(vps), dev, torch.float32),
+                   upload(np.stack(eyes), dev, torch.float32),
+                   upload(bits, dev, torch.int64),
+                   torch.arange(V, device=dev) % nsamples, nsamples)
 
 
 def cameras_from_nodes(nodes: list[Any], root: Any, nsamples: int,
@@ -105,7 +107,7 @@ def sun_from_node(sun_np: Any, root: Any, size: int, pcf_taps: int,
                   device: str | torch.device = "cpu") -> Sun:
     """The sun's shadow camera (level_render's, after ``fit_sun``)."""
     vp, _ = _camera_matrix(sun_np, root)
-    return Sun(torch.tensor(vp, dtype=torch.float32, device=device), int(size), int(pcf_taps))
+    return Sun(upload(vp, torch.device(device), torch.float32), int(size), int(pcf_taps))
 
 
 def sun_for_target(sun_dir: tuple[float, float, float], target: tuple[float, float, float],

@@ -109,7 +109,7 @@ class MergedShading:
         self._mark("leaders and their barycentrics", dev)
         smap = gbr.shadow_map(fr, sun) if sun is not None else None
         self._mark("shadow map", dev)
-        inv = torch.linalg.inv(cams.view_proj)
+        inv = torch.linalg.inv_ex(cams.view_proj)[0]  # inv_ex: no read-back of its check
         rad = torch.zeros(VN * H * W, 3, dtype=torch.float32, device=tri.device)
         step = max(1, gbr.budget // 2)
         for i in range(0, len(flat), step):

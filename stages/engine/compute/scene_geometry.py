@@ -21,6 +21,7 @@ import torch
 
 from .raster import CullBack, CullNone
 from .scene import Materials, Piece, TextureTable, _column, _mat4, _MaterialTable, _triangles
+from .upload import upload
 
 NUM_BITS = 32
 
@@ -40,12 +41,22 @@ class Frame:
     cut: torch.Tensor    # [F] bool: alpha cut-out must be evaluated
 
 
-def _corner_frame(pos: torch.Tensor, nrm: torch.Tensor, tan: torch.Tensor, m: torch.Tensor
+def normal_matrix(m: torch.Tensor) -> torch.Tensor:
+    """The normal matrix of column matrix ``m`` (its upper 3x3's inverse transpose, or the
+    3x3 itself when singular). Reads the determinant: call it on the host."""
+    m3 = m[:3, :3]
+    return torch.linalg.inv(m3).T if abs(float(torch.linalg.det(m3))) > 1e-30 else m3
+
+
+def _corner_frame(pos: torch.Tensor, nrm: torch.Tensor, tan: torch.Tensor, m: torch.Tensor,
+                  nm: torch.Tensor | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Corners to world by column matrix ``m`` (torch, any device): positions, unit normals,
-    tangents (as PBR_VERT: through the normal matrix, orthogonalised, zero when degenerate)."""
+    tangents (as PBR_VERT: through the normal matrix ``nm``, by default ``normal_matrix(m)``,
+    orthogonalised, zero when degenerate)."""
     m3 = m[:3, :3]
-    nm = torch.linalg.inv(m3).T if abs(float(torch.linalg.det(m3))) > 1e-30 else m3
+    if nm is None:
+        nm = normal_matrix(m)
     p = pos @ m3.T + m[:3, 3]
     n = nrm @ nm.T
     n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-30)
@@ -177,22 +188,28 @@ class SceneGeometry:
 
         by_data = {sk.static.this: sk for sk in skins}
         self._skins: dict[int, tuple[TorchSkin, torch.Tensor]] = {}
+        # a skinned piece's unposed normals (used when it has none posed) and tangents: fixed
+        self._skin_rest: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for pc in self.moving:
             vd = pc.np_.node().getGeom(pc.geom_index).getVertexData()
             sk = by_data.get(vd.this)
             if pc.reread and sk is not None:
                 self._skins[id(pc)] = (TorchSkin(sk, self.device),
                                        torch.from_numpy(pc.corners).to(self.device))
+                self._skin_rest[id(pc)] = (torch.from_numpy(pc.nrm).to(self.device),
+                                           torch.from_numpy(pc.tan).to(self.device))
         self._static = self._stack(self.static, world=True)
         for pc in self.static:  # stacked once: no second copy on the device
             self._const.pop(id(pc), None)
 
-    def _tensors(self, pc: Piece, world: bool) -> dict[str, torch.Tensor]:
+    def _tensors(self, pc: Piece, world: bool, mats: torch.Tensor | None = None
+                 ) -> dict[str, torch.Tensor]:
         """A piece's corners in world space: static ones in float64 on the CPU (once),
-        moving ones in float32 on the scene's device (every frame; only the matrix and, for
-        animated pieces, the posed vertices travel)."""
-        m = torch.from_numpy(_mat4(pc.np_.getMat(self.root)))
+        moving ones in float32 on the scene's device (every frame; only ``mats``, the piece's
+        matrix and normal matrix uploaded with every other moving piece's, and, for animated
+        pieces, the posed vertices travel)."""
         if world:
+            m = torch.from_numpy(_mat4(pc.np_.getMat(self.root)))
             p, n, t = _corner_frame(torch.from_numpy(pc.pos).double(),
                                     torch.from_numpy(pc.nrm).double(),
                                     torch.from_numpy(pc.tan).double(), m)
@@ -203,7 +220,8 @@ class SceneGeometry:
                                        torch.from_numpy(pc.nrm).to(d),
                                        torch.from_numpy(pc.tan).to(d))
             lp, ln, lt = self._local[id(pc)]
-            p, n, t = _corner_frame(lp, ln, lt, m.float().to(d))
+            assert mats is not None
+            p, n, t = _corner_frame(lp, ln, lt, mats[0], mats[1, :3, :3])
         if id(pc) not in self._const:  # what never changes, kept on the device
             F = len(pc.pos)
             cut = self._may_cut[pc.material] or bool((pc.col[..., 3] < 0.5).any())
@@ -216,8 +234,21 @@ class SceneGeometry:
                 "cut": torch.full((F,), cut, dtype=torch.bool, device=d)}
         return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._const[id(pc)]}
 
+    def _moving_matrices(self) -> torch.Tensor:
+        """[P,2,4,4] on the device: each moving piece's matrix (float32, as placed now) and,
+        in the upper 3x3 of the second, its normal matrix, worked out on the host (no read of
+        the device) and uploaded in one copy."""
+        out = torch.zeros((len(self.moving), 2, 4, 4), dtype=torch.float32)
+        for i, pc in enumerate(self.moving):
+            m = torch.from_numpy(_mat4(pc.np_.getMat(self.root))).float()
+            out[i, 0] = m
+            out[i, 1, :3, :3] = normal_matrix(m)
+        return upload(out, self.device)
+
     def _stack(self, pieces: list[Piece], world: bool) -> dict[str, torch.Tensor]:
-        parts = [self._tensors(pc, world) for pc in pieces]
+        mats = None if world else self._moving_matrices()
+        parts = [self._tensors(pc, world, None if mats is None else mats[i])
+                 for i, pc in enumerate(pieces)]
         keys = ("pos", "nrm", "tan", "uv", "col", "mat", "cull", "bits", "cut")
         shapes = {"pos": (3, 3), "nrm": (3, 3), "tan": (3, 4), "uv": (3, 2), "col": (3, 4)}
         out = {}
@@ -250,10 +281,9 @@ class SceneGeometry:
             if id(pc) in self._skins:
                 skin, corners = self._skins[id(pc)]
                 v, nv = skin.pose()
-                nrm = (nv[corners].float() if nv is not None
-                       else torch.from_numpy(pc.nrm).to(self.device))
-                self._local[id(pc)] = (v[corners].float(), nrm,
-                                       torch.from_numpy(pc.tan).to(self.device))
+                rest_nrm, tan = self._skin_rest[id(pc)]
+                nrm = nv[corners].float() if nv is not None else rest_nrm
+                self._local[id(pc)] = (v[corners].float(), nrm, tan)
             elif pc.reread:
                 self._reread(pc)
                 self._local.pop(id(pc), None)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ..pbr import MAX_LIGHTS, sh9, sky_settings
+from .upload import upload
 
 PI = 3.141592653589793
 
@@ -51,9 +52,11 @@ class Lighting:
     light_flags: tuple[tuple[bool, bool, float, float], ...] = ()
 
     def to(self, device: Any) -> Lighting:
-        """The same uniforms on ``device``."""
-        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
-                                if isinstance(getattr(self, f.name), torch.Tensor)})
+        """The same uniforms on ``device`` (copied without stalling the host)."""
+        dev = torch.device(device)
+        moved: dict[str, Any] = {f.name: upload(getattr(self, f.name), dev) for f in fields(self)
+                                 if isinstance(getattr(self, f.name), torch.Tensor)}
+        return replace(self, **moved)
 
 
 def _t(x: Any, shape: tuple[int, ...]) -> torch.Tensor:

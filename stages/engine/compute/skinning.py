@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .upload import upload
+
 
 class TorchSkin:
     """The torch twin of one ``FixedOrderSkin`` (one skinned Geom)."""
@@ -40,7 +42,7 @@ class TorchSkin:
         for i, tr in enumerate(self.skin.transforms):
             tr.getMatrix(m)
             out[i] = [[m.getCell(r, c) for c in range(4)] for r in range(4)]
-        return torch.from_numpy(out).to(self.device)
+        return upload(out, self.device)
 
     def pose(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(positions [n,3], normals [n,3] or None) of the Geom's vertices, posed now."""
@@ -65,7 +67,8 @@ class TorchSkin:
 def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``fixed_order_skin._normal_matrices`` in torch: the matrix itself when its rows are
     (near) unit length, without the scale when it is uniform, else the inverse transpose
-    (renormalised)."""
+    (renormalised). Without reading the device: every matrix's inverse is taken and the
+    skewed ones keep theirs (a singular one keeps itself, where the CPU path would raise)."""
     ssq = (m3 ** 2).sum(2)
     uniform = ((ssq[:, 0] - ssq[:, 1]).abs() <= 2e-3) & ((ssq[:, 0] - ssq[:, 2]).abs() <= 2e-3)
     unit = uniform & ((ssq[:, 0] - 1).abs() <= 2e-3)
@@ -73,6 +76,6 @@ def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     out = torch.where(scaled[:, None, None],
                       m3 / ssq[:, 0].clamp_min(1e-300).sqrt()[:, None, None], m3)
     skew = ~uniform
-    if bool(skew.any()):
-        out[skew] = torch.linalg.inv(m3[skew]).transpose(1, 2)
-    return out, skew
+    inv, info = torch.linalg.inv_ex(m3)
+    use = (skew & (info == 0))[:, None, None]
+    return torch.where(use, inv.transpose(1, 2), out), skew

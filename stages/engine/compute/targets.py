@@ -42,6 +42,7 @@ from .shade import (
     shade,
     stored_planes,
 )
+from .upload import upload
 from .yuv import packed_planes, tile_preview, unpack_planes
 
 
@@ -146,6 +147,8 @@ class ComputeTargets(RenderTargets):
         self._resolve_views: Any = (torch.compile(resolve_views, dynamic=False)
                                     if self.device.type == "cuda" else resolve_views)
         self._merged: MergedShading | None = None
+        self._lighting: tuple[str, Any] | None = None
+        self._exposure_t: tuple[float, torch.Tensor] | None = None
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -183,11 +186,26 @@ class ComputeTargets(RenderTargets):
         return self._gbr
 
     def _lights(self) -> Any:
+        """The lighting uniforms on the device, as the lights are placed now: uploaded only
+        when they changed (a light moving with a prop), else the last frame's."""
         level = self.replay.level
         rec = self.lighting
-        return make_lighting(light_inputs(rec.lights, self.scene, rec.ranges), level.sky,
-                             shadow_light=0 if level.sun is not None else -1,
-                             ibl_strength=float(self.look.ibl_strength))
+        inputs = light_inputs(rec.lights, self.scene, rec.ranges)
+        shadow = 0 if level.sun is not None else -1
+        key = repr((inputs, sorted((level.sky or {}).items()), shadow,
+                    float(self.look.ibl_strength)))
+        if self._lighting is None or self._lighting[0] != key:
+            lt = make_lighting(inputs, level.sky, shadow_light=shadow,
+                               ibl_strength=float(self.look.ibl_strength))
+            self._lighting = (key, lt.to(self.device))
+        return self._lighting[1]
+
+    def _exposure(self) -> torch.Tensor:
+        """The exposure multiplier as a device scalar (uploaded when it changes)."""
+        if self._exposure_t is None or self._exposure_t[0] != self.exposure:
+            self._exposure_t = (self.exposure, upload(self.exposure, self.device,
+                                                      torch.float32))
+        return self._exposure_t[1]
 
     def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """One frame with the cameras, sun, character and props as placed: colour (H, W, 3)
@@ -201,23 +219,21 @@ class ComputeTargets(RenderTargets):
         cams = cameras_from_targets(self, self.device)
         if self.shading_rate == "pixel":
             assert self._merged is not None
-            rad = self._merged.radiance(cams, sun, self._lights().to(self.device))
+            rad = self._merged.radiance(cams, sun, self._lights())
             if self.meter_on:  # the exposure meter (warm-up frames only)
                 img = meter_codes(rad).flip(1)[..., None].expand(-1, -1, -1, 3)
             else:
-                ex = torch.tensor(self.exposure, dtype=torch.float32, device=self.device)
-                img = self._resolve_views(rad, ex, self.look.tone_map)
+                img = self._resolve_views(rad, self._exposure(), self.look.tone_map)
             return self._colors(img), self._masks(gbr)
         gb = gbr.render(cams, sun)
         if self.meter_on:  # the exposure meter (warm-up frames only): eager
             rad = shade(*_stored(gb), gb.depth, gb.inv_view_proj, gb.camera_positions(),
-                        self._lights().to(self.device),
+                        self._lights(),
                         block_px=SHADE_BLOCK_PX if self.device.type == "cuda" else None)
             rad = quantize_r11g11b10(rad).reshape(len(VIEWS), self.N, self.H, self.W, 3)
             img = meter_codes(rad)[..., None].expand(-1, -1, -1, 3)
         else:
-            lt = self._lights().to(self.device)
-            ex = torch.tensor(self.exposure, dtype=torch.float32, device=self.device)
+            lt, ex = self._lights(), self._exposure()
             planes = [p.reshape(len(VIEWS), self.N, *p.shape[1:]) for p in
                       (gb.emission, gb.albedo, gb.metallic, gb.normal, gb.roughness,
                        gb.shadow, gb.depth)]
