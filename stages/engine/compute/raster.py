@@ -54,51 +54,47 @@ class RasterOut:
 def _clip_near(clip: torch.Tensor, src: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Clip [n,3,4] clip-space triangles against the near plane z = -w. Returns the clipped
-    triangles [m,3,4], their source index [m] (into ``src``'s values) and each new corner's
-    barycentrics in its source triangle [m,3,3]; winding is kept."""
+    triangles [m,3,4] in source order, their source index [m] (into ``src``'s values) and
+    each new corner's barycentrics in its source triangle [m,3,3]; winding is kept.
+
+    Every triangle makes two candidates at fixed places (all three corners in front: itself;
+    one: the corner and its two crossings; two: the quad left in front, as two triangles),
+    and one compaction keeps the valid ones: a single read of the device, whatever the mix."""
     dev = clip.device
     d = clip[..., 2] + clip[..., 3]  # >= 0: in front of the near plane
     inside = d >= 0
     n_in = inside.sum(1)
-    eye = torch.eye(3, device=dev, dtype=clip.dtype)
-    outs_c, outs_s, outs_b = [], [], []
-    keep = n_in == 3
-    if keep.any():
-        outs_c.append(clip[keep])
-        outs_s.append(src[keep])
-        outs_b.append(eye.expand(int(keep.sum()), 3, 3))
+    ins8 = inside.to(torch.int8)
+    # rotate the corners (keeping the winding) so that the odd one out comes first
+    first = torch.where(n_in == 1, torch.argmax(ins8, 1),
+                        torch.where(n_in == 2, torch.argmin(ins8, 1), torch.zeros_like(n_in)))
     ar = torch.arange(3, device=dev)
-    for nin in (1, 2):
-        sel = n_in == nin
-        if not sel.any():
-            continue
-        c, s, ins, dd = clip[sel], src[sel], inside[sel], d[sel]
-        # rotate the corners (keeping the winding) so that the odd one out comes first
-        first = torch.argmax(ins.to(torch.int8), 1) if nin == 1 else torch.argmin(
-            ins.to(torch.int8), 1)
-        order = (first[:, None] + ar[None, :]) % 3
-        c = torch.gather(c, 1, order[:, :, None].expand(-1, 3, 4))
-        dd = torch.gather(dd, 1, order)
-        b = eye[order]  # corner barycentrics in the source
-        A, B, C = c[:, 0], c[:, 1], c[:, 2]
-        bA, bB, bC = b[:, 0], b[:, 1], b[:, 2]
-        dA, dB, dC = dd[:, 0:1], dd[:, 1:2], dd[:, 2:3]
-        if nin == 1:  # A in front: (A, A->B, A->C)
-            tb, tc = dA / (dA - dB), dA / (dA - dC)
-            AB, AC = A + (B - A) * tb, A + (C - A) * tc
-            outs_c.append(torch.stack([A, AB, AC], 1))
-            outs_b.append(torch.stack([bA, bA + (bB - bA) * tb, bA + (bC - bA) * tc], 1))
-            outs_s.append(s)
-        else:  # A behind, B and C in front: quad B, C, C->A, B->A as two triangles
-            tb, tc = dB / (dB - dA), dC / (dC - dA)
-            BA, CA = B + (A - B) * tb, C + (A - C) * tc
-            bBA, bCA = bB + (bA - bB) * tb, bC + (bA - bC) * tc
-            outs_c += [torch.stack([B, C, CA], 1), torch.stack([B, CA, BA], 1)]
-            outs_b += [torch.stack([bB, bC, bCA], 1), torch.stack([bB, bCA, bBA], 1)]
-            outs_s += [s, s]
-    if not outs_c:
-        return (clip.new_zeros(0, 3, 4), src.new_zeros(0), clip.new_zeros(0, 3, 3))
-    return torch.cat(outs_c), torch.cat(outs_s), torch.cat(outs_b)
+    order = (first[:, None] + ar[None, :]) % 3
+    c = torch.gather(clip, 1, order[:, :, None].expand(-1, 3, 4))
+    dd = torch.gather(d, 1, order)
+    b = torch.eye(3, device=dev, dtype=clip.dtype)[order]  # corner barycentrics in the source
+    A, B, C = c[:, 0], c[:, 1], c[:, 2]
+    bA, bB, bC = b[:, 0], b[:, 1], b[:, 2]
+    dA, dB, dC = dd[:, 0:1], dd[:, 1:2], dd[:, 2:3]
+    one, two = (n_in == 1)[:, None, None], (n_in == 2)[:, None, None]
+    # one corner in front, A: (A, A->B, A->C); where it does not apply the quotients are
+    # never selected (a 0/0 there stays out of the result)
+    tb, tc = dA / (dA - dB), dA / (dA - dC)
+    c1 = torch.stack([A, A + (B - A) * tb, A + (C - A) * tc], 1)
+    b1 = torch.stack([bA, bA + (bB - bA) * tb, bA + (bC - bA) * tc], 1)
+    # A behind, B and C in front: the quad B, C, C->A, B->A as two triangles
+    ub, uc = dB / (dB - dA), dC / (dC - dA)
+    BA, CA = B + (A - B) * ub, C + (A - C) * uc
+    bBA, bCA = bB + (bA - bB) * ub, bC + (bA - bC) * uc
+    first_c = torch.where(one, c1, torch.where(two, torch.stack([B, C, CA], 1), c))
+    first_b = torch.where(one, b1, torch.where(two, torch.stack([bB, bC, bCA], 1), b))
+    cand_c = torch.stack([first_c, torch.stack([B, CA, BA], 1)], 1)   # [n,2,3,4]
+    cand_b = torch.stack([first_b, torch.stack([bB, bCA, bBA], 1)], 1)
+    valid = torch.stack([n_in >= 1, n_in == 2], 1)
+    keep = torch.nonzero(valid.reshape(-1)).squeeze(1)
+    return (cand_c.reshape(-1, 3, 4).index_select(0, keep),
+            src.index_select(0, torch.div(keep, 2, rounding_mode="floor")),
+            cand_b.reshape(-1, 3, 3).index_select(0, keep))
 
 
 def _edges(sx: torch.Tensor, sy: torch.Tensor, px: torch.Tensor, py: torch.Tensor
