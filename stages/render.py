@@ -28,11 +28,11 @@ from .cluster.keys import render_settings
 from .cluster.lifecycle import render_trajectories
 from .cluster.lifetimes import under_dvc
 from .cluster.pool_plan import pool_order
-from .cluster.recovery import recover_all, recover_instance
+from .cluster.recovery import prune_instances, recover_all, recover_instance
 from .config import ConfigError, RenderConfig, WmforgeConfig, load_params
 from .parquet_io import write_parquet
 
-__all__ = ["render_settings", "run_render", "recover_instance"]
+__all__ = ["prune_instances", "render_settings", "run_render", "recover_instance"]
 
 
 def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "p3headlessgl",
@@ -48,26 +48,6 @@ def run_render(rcfg: RenderConfig, traj_root: Path, root: Path, display: str = "
     return render_trajectories(base, traj_root, root, rcfg, log, levels, watch)
 
 
-def prune_instances(out: Path, index: pd.DataFrame, failures: pd.DataFrame) -> list[Path]:
-    """Removes the instance folders under ``out`` (``<scene>/<level>/<instance>/``, those with
-    an ``instance.json``) that no row of this run's ``index`` or ``failures`` names: renders of
-    settings, code or trajectories no longer current, which ``persist`` would otherwise carry
-    into every later version of the stage's output. Returns the removed folders."""
-    import shutil
-
-    keep = {(str(r.level_id), str(r.instance)) for r in index.itertuples()}
-    keep |= {(str(r.level_id), str(r.instance)) for r in failures.itertuples()
-             if "level_id" in failures.columns and "instance" in failures.columns}
-    gone = []
-    for spec in sorted(out.glob("*/*/*/instance.json")):
-        inst = spec.parent
-        level = f"{inst.parent.parent.name}/{inst.parent.name}"
-        if (level, inst.name) not in keep:
-            shutil.rmtree(inst)
-            gone.append(inst)
-    return gone
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="wmforge render", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd")
@@ -80,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                     "machine's pool (cluster.node; every pool when empty)")
     ap.add_argument("-S", "--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--prune", action="store_true", help="after the run, remove the instance "
-                    "folders that neither the index nor the failures name (the DVC stage's)")
+                    "folders of the levels it rendered that neither the index nor the "
+                    "failures name (the DVC stage's)")
     args = ap.parse_args(argv)
     if args.cmd == "recover":
         p = Path(args.path)

@@ -459,29 +459,45 @@ def test_the_renderer_beats_while_it_makes_frames(trajs, tmp_path, monkeypatch):
 
 
 def test_prune_removes_only_instances_no_current_row_names(tmp_path):
-    """`render --prune` (the DVC stage's): instance folders of earlier runs that neither the
-    index nor the failures name are removed; named ones, and folders that are not instances,
-    stay."""
+    """`render --prune` (the DVC stage's): in each level folder the run rendered, instance
+    folders that neither the index nor the failures name are removed. Levels the run has no
+    current render of (a staging failure, another node's pool), live instances, and folders
+    that are not instances stay; a level id with a nested path maps to its folder."""
+    import fcntl
+
     import pandas as pd
 
+    from stages.engine.render_worker import OWNER_LOCK
     from stages.render import prune_instances
 
-    lv = tmp_path / "NatureValley" / "AlpineMeadow"
-    for name in ("local-a", "local-b", "local-c"):
-        (lv / name / "traj_0000").mkdir(parents=True)
-        (lv / name / "instance.json").write_text("{}")
-        (lv / name / "traj_0000" / "rgb_fp.mp4").write_bytes(b"x")
-    (lv / "notes").mkdir()
-    other = tmp_path / "UrbanBlocks" / "Downtown" / "local-a"
-    other.mkdir(parents=True)
-    (other / "instance.json").write_text("{}")
-    index = pd.DataFrame({"level_id": ["NatureValley/AlpineMeadow"], "instance": ["local-a"]})
-    failures = pd.DataFrame({"level_id": ["NatureValley/AlpineMeadow"], "trajectory": ["t"],
-                             "reason": ["gate"], "detail": [""], "instance": ["local-c"]})
-    gone = prune_instances(tmp_path, index, failures)
-    # the same instance name under another level is another instance: not current either
-    assert sorted(gone) == sorted([lv / "local-b", other])
-    assert (lv / "local-a" / "traj_0000" / "rgb_fp.mp4").exists()
-    assert (lv / "local-c").exists() and (lv / "notes").exists()
-    assert not (lv / "local-b").exists() and not other.exists()
-    assert prune_instances(tmp_path, index, failures) == []  # nothing more to remove
+    def inst(level_dir, name):
+        d = tmp_path / level_dir / name
+        (d / "traj_0000").mkdir(parents=True)
+        (d / "instance.json").write_text("{}")
+        (d / "traj_0000" / "rgb_fp.mp4").write_bytes(b"x")
+        return d
+
+    lv = "NatureValley/AlpineMeadow"
+    nested = "Pack/Maps__Arena"  # level id Pack/Maps/Arena (two levels of one file name)
+    cur, old, failed, live = (inst(lv, n) for n in ("local-a", "local-b", "local-c", "local-d"))
+    n_cur, n_old = inst(nested, "local-a"), inst(nested, "local-b")
+    other_old = inst("UrbanBlocks/Downtown", "local-z")  # no current render: not this run's
+    (tmp_path / lv / "notes").mkdir()
+    index = pd.DataFrame({"level_id": [lv, "Pack/Maps/Arena"],
+                          "path": [f"{lv}/local-a/traj_0000", f"{nested}/local-a/traj_0000"],
+                          "instance": ["local-a", "local-a"]})
+    failures = pd.DataFrame({"level_id": [lv, "UrbanBlocks/Downtown"],
+                             "trajectory": ["t", "t"], "reason": ["gate", "staging"],
+                             "detail": ["", ""], "instance": ["local-c", ""]})
+    with open(live / OWNER_LOCK, "w") as held:  # a renderer still running in it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        gone = prune_instances(tmp_path, index, failures)
+    assert sorted(gone) == sorted([old, n_old])
+    for d in (cur, failed, live, n_cur, other_old):
+        assert (d / "instance.json").exists(), d
+    assert (cur / "traj_0000" / "rgb_fp.mp4").exists() and (tmp_path / lv / "notes").exists()
+    assert not old.exists() and not n_old.exists()
+    assert sorted(prune_instances(tmp_path, index, failures)) == [live]  # its owner is gone
+    # an empty index (nothing rendered: a pool without this node) removes nothing
+    assert prune_instances(tmp_path, index.iloc[:0], failures.iloc[:0]) == []
+    assert cur.exists() and other_old.exists()

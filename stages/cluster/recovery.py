@@ -15,6 +15,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ..core.progress import COMPLETE, PROGRESS, RECOVERED, read_progress
 from ..engine.render_worker import OWNER_LOCK
@@ -95,6 +96,28 @@ def instances(root: Path) -> list[Path]:
     """Every instance folder under a renders root (scene/level/instance)."""
     return sorted({p for p in root.glob("*/*/*") if p.is_dir() and (
         (p / PROGRESS).exists() or (p / "instance.json").exists())})
+
+
+def prune_instances(root: Path, index: Any, failures: Any) -> list[Path]:
+    """After a render run: removes the instance folders under ``root`` that no row of its
+    ``index`` (``path`` column: ``<scene>/<level>/<instance>/<traj>``) or ``failures``
+    (``level_id``, ``instance``) names, in the level folders where the index has a current
+    render: renders of settings, code or trajectories no longer current, which the DVC stage's
+    ``persist`` would otherwise carry into every later version of its output. Levels without
+    a current render (a staging failure, a level outside this node's pool) and instances a live
+    process owns are left alone. Returns the removed folders."""
+    keep = {root / Path(str(p)).parent for p in index["path"]} if len(index) else set()
+    levels = {inst.parent for inst in keep}
+    if len(failures) and "instance" in failures.columns:
+        for r in failures.itertuples():
+            if r.instance:
+                keep.add(root.joinpath(*level_parts(str(r.level_id)), str(r.instance)))
+    gone = []
+    for inst in instances(root):
+        if inst.parent in levels and inst not in keep and not owned_by_live_process(inst):
+            shutil.rmtree(inst)
+            gone.append(inst)
+    return gone
 
 
 def recover_all(root: Path, log: Callable[[str], object] = print) -> None:

@@ -57,13 +57,19 @@ def _clip_near(clip: torch.Tensor, src: torch.Tensor
     triangles [m,3,4] in source order, their source index [m] (into ``src``'s values) and
     each new corner's barycentrics in its source triangle [m,3,3]; winding is kept.
 
-    Every triangle makes two candidates at fixed places (all three corners in front: itself;
-    one: the corner and its two crossings; two: the quad left in front, as two triangles),
-    and one compaction keeps the valid ones: a single read of the device, whatever the mix."""
+    Every triangle has two candidate places (all three corners in front: itself in the first;
+    one: the corner and its two crossings in the first; two: the quad left in front, as two
+    triangles); one compaction of the places that exist, then the arithmetic on those rows
+    alone: a single read of the device whatever the mix, and memory in the output's size."""
     dev = clip.device
     d = clip[..., 2] + clip[..., 3]  # >= 0: in front of the near plane
     inside = d >= 0
     n_in = inside.sum(1)
+    valid = torch.stack([n_in >= 1, n_in == 2], 1)  # [n,2]: which candidates exist
+    keep = torch.nonzero(valid.reshape(-1)).squeeze(1)
+    row = torch.div(keep, 2, rounding_mode="floor")
+    second = (keep % 2 == 1)[:, None, None]  # the quad's second triangle
+    clip, d, inside, n_in = clip[row], d[row], inside[row], n_in[row]
     ins8 = inside.to(torch.int8)
     # rotate the corners (keeping the winding) so that the odd one out comes first
     first = torch.where(n_in == 1, torch.argmax(ins8, 1),
@@ -86,15 +92,11 @@ def _clip_near(clip: torch.Tensor, src: torch.Tensor
     ub, uc = dB / (dB - dA), dC / (dC - dA)
     BA, CA = B + (A - B) * ub, C + (A - C) * uc
     bBA, bCA = bB + (bA - bB) * ub, bC + (bA - bC) * uc
-    first_c = torch.where(one, c1, torch.where(two, torch.stack([B, C, CA], 1), c))
-    first_b = torch.where(one, b1, torch.where(two, torch.stack([bB, bC, bCA], 1), b))
-    cand_c = torch.stack([first_c, torch.stack([B, CA, BA], 1)], 1)   # [n,2,3,4]
-    cand_b = torch.stack([first_b, torch.stack([bB, bCA, bBA], 1)], 1)
-    valid = torch.stack([n_in >= 1, n_in == 2], 1)
-    keep = torch.nonzero(valid.reshape(-1)).squeeze(1)
-    return (cand_c.reshape(-1, 3, 4).index_select(0, keep),
-            src.index_select(0, torch.div(keep, 2, rounding_mode="floor")),
-            cand_b.reshape(-1, 3, 3).index_select(0, keep))
+    quad_c = torch.where(second, torch.stack([B, CA, BA], 1), torch.stack([B, C, CA], 1))
+    quad_b = torch.where(second, torch.stack([bB, bCA, bBA], 1), torch.stack([bB, bC, bCA], 1))
+    out_c = torch.where(one, c1, torch.where(two, quad_c, c))
+    out_b = torch.where(one, b1, torch.where(two, quad_b, b))
+    return out_c, src.index_select(0, row), out_b
 
 
 def _edges(sx: torch.Tensor, sy: torch.Tensor, px: torch.Tensor, py: torch.Tensor

@@ -234,19 +234,19 @@ class SceneGeometry:
                 "cut": torch.full((F,), cut, dtype=torch.bool, device=d)}
         return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._const[id(pc)]}
 
-    def _moving_matrices(self) -> torch.Tensor:
-        """[P,2,4,4] on the device: each moving piece's matrix (float32, as placed now) and,
+    def _moving_matrices(self, pieces: list[Piece]) -> torch.Tensor:
+        """[P,2,4,4] on the device: each of ``pieces``' matrix (float32, as placed now) and,
         in the upper 3x3 of the second, its normal matrix, worked out on the host (no read of
         the device) and uploaded in one copy."""
-        out = torch.zeros((len(self.moving), 2, 4, 4), dtype=torch.float32)
-        for i, pc in enumerate(self.moving):
+        out = torch.zeros((len(pieces), 2, 4, 4), dtype=torch.float32)
+        for i, pc in enumerate(pieces):
             m = torch.from_numpy(_mat4(pc.np_.getMat(self.root))).float()
             out[i, 0] = m
             out[i, 1, :3, :3] = normal_matrix(m)
         return upload(out, self.device)
 
     def _stack(self, pieces: list[Piece], world: bool) -> dict[str, torch.Tensor]:
-        mats = None if world else self._moving_matrices()
+        mats = None if world else self._moving_matrices(pieces)
         parts = [self._tensors(pc, world, None if mats is None else mats[i])
                  for i, pc in enumerate(pieces)]
         keys = ("pos", "nrm", "tan", "uv", "col", "mat", "cull", "bits", "cut")
