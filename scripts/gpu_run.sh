@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|sync} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -152,7 +152,7 @@ case "$what" in
         --backend compute:pixel --json "$OUT/bench_$1.json" 2>&1 \
         | grep -v "egldisplay\|glgsg" | tee "$OUT/bench_$1.log") || true
     }
-    for p in 1 "${PROCS:-4}"; do bench "old_$p" /tmp/old "$p"; bench "new_$p" "$PWD" "$p"; done
+    for p in 1 "${PROCS:-4}"; do [ -n "${NO_OLD:-}" ] || bench "old_$p" /tmp/old "$p"; bench "new_$p" "$PWD" "$p"; done
     if command -v nvidia-cuda-mps-control >/dev/null; then
       export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
       mkdir -p /tmp/mps_pipe /tmp/mps_log
@@ -165,6 +165,21 @@ case "$what" in
     else
       echo "this host has no nvidia-cuda-mps-control"
     fi ;;
+  mpsgl) # the same host's GL (pbo) at 4 and 8 renderers and compute pixel at MPS_PROCS (12)
+         # under CUDA MPS (the hand-run third call of the sync measurement, 2026-12-06)
+    for p in 4 8; do
+      timeout 110 python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+        --frames 150 --procs "$p" --backend gl --readback pbo \
+        --json "$OUT/bench_gl_pbo_$p.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -3 || true
+    done
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p /tmp/mps_pipe /tmp/mps_log
+    nvidia-cuda-mps-control -d && sleep 1
+    timeout 160 python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 150 \
+      --procs "${MPS_PROCS:-12}" --backend compute:pixel \
+      --json "$OUT/bench_mps_new_${MPS_PROCS:-12}.json" 2>&1 | grep -v "egldisplay\|glgsg" \
+      | tail -3 || true
+    echo quit | nvidia-cuda-mps-control || true ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \
