@@ -18,6 +18,8 @@ import torch
 def upload(x: Any, device: torch.device, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``x`` (array, tensor, nested numbers) as a tensor on ``device``: asynchronously from
     pinned memory on a GPU, as a plain conversion elsewhere."""
+    if isinstance(x, torch.Tensor) and x.device == device and dtype in (None, x.dtype):
+        return x  # already there (also what a compiled graph sees: no copy to trace)
     t = torch.as_tensor(x, dtype=dtype)
     if device.type != "cuda":
         return t.to(device)

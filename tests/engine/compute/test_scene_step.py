@@ -46,6 +46,10 @@ def test_upload_keeps_values_and_dtype():
     t = upload(a, torch.device("cpu"), torch.float32)
     assert t.dtype == torch.float32 and t.tolist() == a.tolist()
     assert upload([1, 2], torch.device("cpu"), torch.int64).tolist() == [1, 2]
+    # a tensor already there is handed back as it is: no copy (inside a compiled graph,
+    # Lighting.to meets its own device tensors, and pinning there cannot be traced)
+    assert upload(t, torch.device("cpu")) is t
+    assert upload(t, torch.device("cpu"), torch.float32) is t
 
 
 @pytest.fixture(scope="module")
