@@ -24,8 +24,9 @@ import time
 import torch
 
 from stages.core.trajectory import VIEWS
+from stages.engine.compute.lighting import Lighting, make_lighting
 from stages.engine.compute.resolve import resolve
-from stages.engine.compute.shade import Lighting, make_lighting, quantize_r11g11b10, shade
+from stages.engine.compute.shade import quantize_r11g11b10, shade
 from stages.engine.compute.yuv import rgb_to_yuv420
 from stages.engine.pbr import sky_settings
 

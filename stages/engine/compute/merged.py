@@ -29,7 +29,8 @@ import torch
 
 from .cameras import Cameras, Sun
 from .gbuffer import GBufferRenderer
-from .shade import Lighting, quantize_r11g11b10, shade_points, stored_planes
+from .lighting import Lighting
+from .shade import quantize_r11g11b10, shade_points, stored_planes
 
 
 def leader_of(tri: torch.Tensor, spatial: int | None = None) -> torch.Tensor:

@@ -29,19 +29,12 @@ from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
+from .lighting import Lighting, light_inputs, make_lighting
 from .merged import MergedShading
 from .raster import rasterize
 from .resolve import encode_linear, mean_samples, meter_codes
 from .scene_geometry import SceneGeometry
-from .shade import (
-    Lighting,
-    Planes,
-    light_inputs,
-    make_lighting,
-    quantize_r11g11b10,
-    shade,
-    stored_planes,
-)
+from .shade import Planes, quantize_r11g11b10, shade, stored_planes
 from .upload import upload
 from .yuv import packed_planes, tile_preview, unpack_planes
 

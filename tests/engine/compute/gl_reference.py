@@ -41,7 +41,7 @@ class GLFrame:
     meter_lit: np.ndarray  # [V, N, H, W, 3] the lit atlas of that meter frame
     exposure: float
     tone_map: str
-    lighting: Any          # stages.engine.compute.shade.Lighting
+    lighting: Any          # stages.engine.compute.lighting.Lighting
 
 
 def write_sample_assets(out: Path, level: str = "Downtown") -> tuple[Path, Path]:
@@ -146,7 +146,7 @@ def render_reference(level: Path, character: Path, width: int = 96, height: int 
                      ) -> GLFrame:
     """One deferred GL frame of ``level`` with ``character`` at ``at`` facing ``yaw`` (rad),
     and its planes."""
-    from stages.engine.compute.shade import lighting_from_pass
+    from stages.engine.compute.lighting import lighting_from_pass
     from stages.engine.level_render import load_level_lighting
     from stages.engine.models import load_model
     from stages.engine.pbr import exposure_from_meter
