@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -132,6 +132,34 @@ case "$what" in
     [ -n "${pid:-}" ] && /tmp/py-spy record --native -r 50 -d "${SPY_DUR:-20}" \
       -f raw -o "$OUT/pyspy_slot.txt" -p "$pid" > "$OUT/pyspy.log" 2>&1 || true
     wait; cat "$OUT/bench_render_spy.log" ;;
+  trace) # issue #30: where one compute frame's device time goes (bench_compute_frame --trace,
+         # split by the stages/ function that launched each kernel: trace_split.py), after the
+         # compute tests of merged shading (TEST_S seconds; 0 skips them)
+    [ "${TEST_S:-0}" = 0 ] || timeout "${TEST_S}" python3 -m pytest -p no:cacheprovider -q \
+      -p no:logging -m "gpu or not gpu" tests/engine/compute/test_merged.py 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/gpu_merged_tests.log" || true
+    timeout "${F_S:-240}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
+      --spatial 8 --rates pixel --frames "${FRAMES:-8}" --profile \
+      --trace "$OUT/trace_{rate}.json.gz" --json "$OUT/bench_compute_frame.json" 2>&1 \
+      | grep -v "egldisplay\|glgsg\|USDT\|profiler" | tee "$OUT/bench_compute_frame.log" || true
+    [ -f "$OUT/trace_pixel.json.gz" ] && python3 tests/benchmarks/trace_split.py \
+      "$OUT/trace_pixel.json.gz" --top 60 > "$OUT/trace_split.txt" 2>&1 || true ;;
+  step) # issue #30, one frame's device time: this tree's frame traced (as `trace`), then the
+        # code before (.h200/old_stages.tar.gz) timed the same way in the same run, then (on an
+        # H200, or with CEILING=1) the host's x264 ceiling
+    TEST_S=0 bash "$0" trace
+    rm -rf /tmp/old && mkdir -p /tmp/old
+    tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
+    rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
+    (cd /tmp/old && PYTHONPATH=/tmp/site:/tmp/old timeout "${F_S:-240}" python3 \
+      tests/benchmarks/bench_compute_frame.py --size 1280x720 --spatial 8 --rates pixel \
+      --frames "${FRAMES:-8}" --json "$OUT/bench_compute_frame_old.json" 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/bench_compute_frame_old.log") || true
+    if [ "${CEILING:-}" = 1 ] || nvidia-smi --query-gpu=name --format=csv | grep -q H200; then
+      timeout 130 python3 tests/benchmarks/bench_x264_ceiling.py --streams 1,16 \
+        --presets veryfast,ultrafast --frames 300 --json "$OUT/x264_ceiling.json" 2>&1 \
+        | tee "$OUT/x264_ceiling.log" || true
+    fi ;;
   sync) # issue #30, the scene step without host waits: compute pixel at 720p x 8 with the code
         # of the commit before (.h200/old_stages.tar.gz: `git archive <commit> stages`) and this
         # tree, 1 and PROCS renderers; then this tree under CUDA MPS (where the host has its

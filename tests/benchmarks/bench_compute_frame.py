@@ -5,13 +5,15 @@ split of the ``pixel`` path into its steps.
 
     python tests/benchmarks/bench_compute_frame.py [--size 1280x720] [--spatial 8]
         [--rates pixel,sample] [--frames 10] [--level NatureValley/AlpineMeadow]
-        [--profile] [--json out.json]
+        [--profile] [--trace trace.json.gz] [--json out.json]
 
 It builds the sample library and one Stage I trajectory in a scratch folder, poses that
 trajectory's frames and draws them: three warm-up frames (compiling), then ``--frames`` timed
 ones; then the same frames again with every step waited for (the split: slower in total, each
 step's own time). ``--profile``: torch.profiler's table of the ops that took the most device
-time over two frames. Prints one JSON line per rate.
+time over two frames; ``--trace``: the same two frames recorded with Python stacks into a Chrome
+trace (gzip), which ``trace_split.py`` splits by the function that launched each kernel (on a
+CPU, each operator). Prints one JSON line per rate.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=10)
     ap.add_argument("--level", default="NatureValley/AlpineMeadow")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--trace", default="")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     import torch
@@ -109,6 +112,23 @@ def main() -> None:
                     frame(6)
                     sync()
                 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
+            if a.trace:
+                import gzip
+                import shutil
+
+                from torch.profiler import ProfilerActivity, profile
+
+                acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                                 if dev.type == "cuda" else [])
+                with profile(activities=acts, with_stack=True) as prof:
+                    frame(5)
+                    frame(6)
+                    sync()
+                raw = tmp / f"trace_{rate}.json"
+                prof.export_chrome_trace(str(raw))
+                dest = Path(a.trace.replace("{rate}", rate))
+                with raw.open("rb") as src, gzip.open(dest, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
             print(json.dumps(res), flush=True)
             out.append(res)
     if a.json:

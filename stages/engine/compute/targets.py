@@ -31,7 +31,7 @@ from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
 from .lighting import Lighting, light_inputs, make_lighting
 from .merged import MergedShading
-from .raster import rasterize
+from .raster import NO_HIT, visibility
 from .resolve import encode_linear, mean_samples, meter_codes
 from .scene_geometry import SceneGeometry
 from .shade import Planes, quantize_r11g11b10, shade, stored_planes
@@ -288,9 +288,10 @@ class ComputeTargets(RenderTargets):
         vis = ((fr.bits[None, :] >> cams.bit[:, None]) & 1).bool()
         if not bool(vis.any()):
             return {v: np.zeros((mh, mw), bool) for v in VIEWS}
-        ras = rasterize(fr.pos, cams.view_proj, mw, mh, visible=vis, cull=fr.cull,
-                        budget=gbr.budget).flip_rows()
-        cov = (ras.tri >= 0).cpu().numpy()
+        # coverage is the depth pass's alone: no triangle ids or barycentrics to resolve
+        key = visibility(fr.pos, cams.view_proj, mw, mh, visible=vis, cull=fr.cull,
+                         budget=gbr.budget).key
+        cov = (key != NO_HIT).view(len(VIEWS), mh, mw).flip(1).cpu().numpy()
         return {v: cov[i] for i, v in enumerate(VIEWS)}
 
     def close(self) -> None:
