@@ -144,10 +144,14 @@ case "$what" in
       | grep -v "egldisplay\|glgsg\|USDT\|profiler" | tee "$OUT/bench_compute_frame.log" || true
     [ -f "$OUT/trace_pixel.json.gz" ] && python3 tests/benchmarks/trace_split.py \
       "$OUT/trace_pixel.json.gz" --top 60 > "$OUT/trace_split.txt" 2>&1 || true ;;
-  step) # issue #30, one frame's device time: this tree's frame traced (as `trace`), then the
+  step) # issue #30, one frame's device time: this tree's frame traced (as `trace`), the
+        # raster-against-BVH visibility microbenchmark (bench_raster_vs_bvh), then the
         # code before (.h200/old_stages.tar.gz) timed the same way in the same run, then (on an
         # H200, or with CEILING=1) the host's x264 ceiling
     TEST_S=0 bash "$0" trace
+    timeout "${BVH_S:-150}" python3 tests/benchmarks/bench_raster_vs_bvh.py --size 1280x720 \
+      --spatial 8 --reps 10 --json "$OUT/raster_vs_bvh.json" 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/raster_vs_bvh.log" || true
     rm -rf /tmp/old && mkdir -p /tmp/old
     tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
     rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
