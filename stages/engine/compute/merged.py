@@ -30,7 +30,7 @@ import torch
 from .cameras import Cameras, Sun
 from .gbuffer import GBufferRenderer
 from .lighting import Lighting
-from .shade import quantize_r11g11b10, shade_points, stored_planes
+from .shade import quantize_r11g11b10, shade_points, sky_points, stored_planes
 
 
 def leader_of(tri: torch.Tensor, spatial: int | None = None) -> torch.Tensor:
@@ -72,6 +72,8 @@ class MergedShading:
         self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
+        self._sky_chunk: Any = (torch.compile(self._sky, dynamic=False) if gbr.compiled
+                                else self._sky)
         # the leaders' rule: one fused kernel on a GPU instead of ~3 launches per comparison
         self._leader_of: Any = (torch.compile(leader_of, dynamic=False) if gbr.compiled
                                 else leader_of)
@@ -107,10 +109,14 @@ class MergedShading:
         self._mark("visibility", dev)
         lead = self._leader_of(tri.view(V, N, H * W), self.spatial)
         own = torch.arange(N, device=tri.device).view(1, N, 1)
-        flat = torch.nonzero((lead == own).reshape(-1)).squeeze(1)
-        self.last_leaders = len(flat)
+        leads = (lead == own).reshape(-1)
+        # surface leaders get the material and lighting; the sky's (about one in six at
+        # 720p x 8 on the sample levels) only the sky along their ray
+        flat = torch.nonzero(leads & (tri >= 0)).squeeze(1)
+        sky = torch.nonzero(leads & (tri < 0)).squeeze(1)
+        self.last_leaders = len(flat) + len(sky)
         ltri = tri.index_select(0, flat)
-        bary = vis.barycentrics(flat, undrawn_zero=True)  # the sky's leaders: zeros
+        bary = vis.barycentrics(flat)
         ldepth = depth.index_select(0, flat)
         self._mark("leaders and their barycentrics", dev)
         smap = gbr.shadow_map(fr, sun) if sun is not None else None
@@ -122,14 +128,14 @@ class MergedShading:
         # padding (at 720p x 8, ~4.9M leaders: 5M shaded, where 2M chunks shaded 6M)
         step = max(1, gbr.budget // 4)
         for i in range(0, len(flat), step):
-            f, t, b, d = flat[i:i + step], ltri[i:i + step], bary[i:i + step], \
-                ldepth[i:i + step]
-            k = len(f)
-            if gbr.compiled and k < step:  # one shape for the compiled graph
-                pad = step - k
-                f, t, b, d = (torch.cat([x, x[-1:].expand(pad, *x.shape[1:])])
-                              for x in (f, t, b, d))
+            f, t, b, d = _padded(gbr.compiled, step, flat[i:i + step], ltri[i:i + step],
+                                 bary[i:i + step], ldepth[i:i + step])
+            k = min(step, len(flat) - i)
             rad[f[:k]] = self._chunk(fr, cams, sun, smap, lt, inv, f, t, b, d)[:k]
+        for i in range(0, len(sky), step):
+            (f,) = _padded(gbr.compiled, step, sky[i:i + step])
+            k = min(step, len(sky) - i)
+            rad[f[:k]] = self._sky_chunk(cams, lt, inv, f)[:k]
         self._mark("material and lighting", dev)
         # every sample takes its leader's radiance
         rad = rad.view(V, N, H * W, 3)
@@ -137,34 +143,47 @@ class MergedShading:
         self._mark("samples from leaders", dev)
         return rad.view(V, N, H, W, 3)
 
-    def _leaders(self, fr: Any, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
-                 lt: Lighting, inv: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
-                 bary: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
-        """R11G11B10 radiance [n, 3] of leader samples ``flat`` (GL rows) whose triangle is
-        ``tri`` (-1: the sky, at depth 1)."""
-        gbr = self.gbr
-        H, W = gbr.H, gbr.W
+    def _where(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                  torch.Tensor, torch.Tensor]:
+        """(view, pixel centre x, y (GL rows), NDC x, y) of samples ``flat``."""
+        H, W = self.gbr.H, self.gbr.W
         view = torch.div(flat, H * W, rounding_mode="floor")
         pix = flat % (H * W)
         px = (pix % W).float() + 0.5
         py = torch.div(pix, W, rounding_mode="floor").float() + 0.5  # GL rows
-        g = gbr.material(fr, cams, sun, smap, view, px, py, tri.clamp_min(0), bary,
-                         torch.zeros_like(view), 1)
-        sky = tri < 0
-        zero3 = torch.zeros_like(g["albedo"])
-        zero = torch.zeros_like(g["metallic"])
-        planes = stored_planes(
-            torch.where(sky[:, None], zero3, g["emission"]),
-            torch.where(sky[:, None], zero3, g["albedo"]),
-            torch.where(sky, zero, g["metallic"]),
-            torch.where(sky[:, None], zero3, g["normal"]),
-            torch.where(sky, zero, g["roughness"]),
-            torch.where(sky, torch.ones_like(zero), g.get("shadow", torch.ones_like(zero))))
-        nx = px / float(W) * 2.0 - 1.0
-        ny = py / float(H) * 2.0 - 1.0
+        return view, px, py, px / float(W) * 2.0 - 1.0, py / float(H) * 2.0 - 1.0
+
+    def _leaders(self, fr: Any, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
+                 lt: Lighting, inv: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
+                 bary: torch.Tensor, depth: torch.Tensor) -> torch.Tensor:
+        """R11G11B10 radiance [n, 3] of leader samples ``flat`` (GL rows) that see triangle
+        ``tri`` (each one a surface)."""
+        view, px, py, nx, ny = self._where(flat)
+        g = self.gbr.material(fr, cams, sun, smap, view, px, py, tri, bary,
+                              torch.zeros_like(view), 1)
+        planes = stored_planes(g["emission"], g["albedo"], g["metallic"], g["normal"],
+                               g["roughness"], g.get("shadow", torch.ones_like(g["metallic"])))
         rad = shade_points(*planes, depth, nx, ny, inv.index_select(0, view),
                            cams.eye.index_select(0, view), lt)
         return quantize_r11g11b10(rad)
+
+    def _sky(self, cams: Cameras, lt: Lighting, inv: torch.Tensor, flat: torch.Tensor
+             ) -> torch.Tensor:
+        """R11G11B10 radiance [n, 3] of leader samples ``flat`` that see the sky: the sky
+        along their view ray, as :func:`shade_points` gives it at depth 1."""
+        view, _, _, nx, ny = self._where(flat)
+        return quantize_r11g11b10(sky_points(nx, ny, inv.index_select(0, view),
+                                             cams.eye.index_select(0, view),
+                                             lt.to(flat.device)))
+
+
+def _padded(compiled: bool, step: int, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``xs`` (one chunk's rows) padded to ``step`` rows by repeating the last one, when a
+    compiled graph takes them (one shape, one compile); as they are otherwise."""
+    k = len(xs[0])
+    if not compiled or k >= step:
+        return xs
+    return tuple(torch.cat([x, x[-1:].expand(step - k, *x.shape[1:])]) for x in xs)
 
 
 __all__ = ["MergedShading", "leader_of"]

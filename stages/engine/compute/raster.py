@@ -206,12 +206,10 @@ class Visibility:
             tri = torch.where(m, st.src.index_select(0, t), tri)
         return tri, depth
 
-    def barycentrics(self, flat: torch.Tensor, *, undrawn_zero: bool = False) -> torch.Tensor:
+    def barycentrics(self, flat: torch.Tensor) -> torch.Tensor:
         """Perspective-correct barycentrics [n,3] in the source triangle at the samples
-        ``flat`` (indices into [V*H*W], GL rows; each one drawn, or with ``undrawn_zero``
-        zeros where nothing was: no read of the device to pick the drawn ones)."""
-        key = self.key.index_select(0, flat)
-        gid = key & 0xFFFFFFFF
+        ``flat`` (indices into [V*H*W], GL rows; each one drawn)."""
+        gid = self.key.index_select(0, flat) & 0xFFFFFFFF
         pix = flat % (self.H * self.W)
         px = (pix % self.W).float() + 0.5
         py = torch.div(pix, self.W, rounding_mode="floor").float() + 0.5
@@ -219,19 +217,9 @@ class Visibility:
         def at(st: _Setup, t: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return st.perspective(t, st.fragment(t, x, y)[1])
 
-        if len(self.setups) == 1 and undrawn_zero:
-            drawn = key != NO_HIT
-            t = torch.where(drawn, gid - self.offsets[0], 0)
-            return torch.where(drawn[:, None], at(self.setups[0], t, px, py), 0.0)
-        if undrawn_zero:  # several setups: the undrawn samples fall in none of them
-            return self._barycentrics_by_setup(gid, px, py, at)
         if len(self.setups) == 1:  # the usual case: every sample is the one setup's
             return at(self.setups[0], gid - self.offsets[0], px, py)
-        return self._barycentrics_by_setup(gid, px, py, at)
-
-    def _barycentrics_by_setup(self, gid: torch.Tensor, px: torch.Tensor, py: torch.Tensor,
-                               at: Callable[..., torch.Tensor]) -> torch.Tensor:
-        out = torch.zeros(len(gid), 3, dtype=torch.float32, device=gid.device)
+        out = torch.zeros(len(flat), 3, dtype=torch.float32, device=flat.device)
         for st, base in zip(self.setups, self.offsets, strict=True):
             j = torch.nonzero((gid >= base) & (gid < base + len(st.src))).squeeze(1)
             if len(j):

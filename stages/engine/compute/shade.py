@@ -215,9 +215,7 @@ def shade_points(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.T
     e = eye.to(f32)
     inv = inv_view_proj.to(f32)
     sky = depth >= 1.0
-    # the sky along each pixel's view ray
-    far = _apply(inv, nx, ny, torch.ones_like(depth))
-    sky_rgb = lt.sky_strength * sky_radiance(_normalize(far - e), lt)
+    sky_rgb = sky_points(nx, ny, inv, e, lt, torch.ones_like(depth))
     # the surface
     pos = _apply(inv, nx, ny, depth * 2.0 - 1.0)
     base = albedo.to(f32)
@@ -260,6 +258,20 @@ def shade_points(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.T
     return torch.where(sky[..., None], sky_rgb, color)
 
 
+def sky_points(nx: torch.Tensor, ny: torch.Tensor, inv_view_proj: torch.Tensor,
+               eye: torch.Tensor, lt: Lighting, ones: torch.Tensor | None = None
+               ) -> torch.Tensor:
+    """The sky's radiance along the view ray of each point (NDC ``nx``, ``ny``; its camera's
+    clip-to-world matrix and position, broadcast against the points): :func:`shade_points`'
+    value where the depth is 1, without a surface to shade. ``ones``: the points' shape as
+    ones (where the NDC coordinates broadcast to more points than they hold)."""
+    f32 = torch.float32
+    e = eye.to(f32)
+    inv = inv_view_proj.to(f32)
+    far = _apply(inv, nx, ny, torch.ones_like(nx) if ones is None else ones)
+    return lt.sky_strength * sky_radiance(_normalize(far - e), lt)
+
+
 def quantize_r11g11b10(x: torch.Tensor) -> torch.Tensor:
     """Values as the R11G11B10F atlas stores them (6-bit mantissas for R, G; 5 for B; no sign;
     the mantissa truncated): what the resolve then reads. Truncation is what Mesa's llvmpipe
@@ -297,4 +309,4 @@ def stored_planes(emission: torch.Tensor, albedo: torch.Tensor, metallic: torch.
 
 
 __all__ = ["PI", "Planes", "brdf", "oct_decode", "oct_encode", "quantize_r11g11b10", "shade",
-           "shade_points", "sky_light", "sky_radiance", "stored_planes"]
+           "shade_points", "sky_light", "sky_points", "sky_radiance", "stored_planes"]
