@@ -93,9 +93,13 @@ class MergedShading:
             self.phases[name] = self.phases.get(name, 0.0) + now - self._t
         self._t = now
 
-    def radiance(self, cams: Cameras, sun: Sun | None, lt: Lighting) -> torch.Tensor:
+    def radiance(self, cams: Cameras, sun: Sun | None, lt: Lighting, gather: bool = True
+                 ) -> Any:
         """[V, N, H, W, 3] float32 (views of ``cams`` in G-buffer order, GL rows: row 0 at
-        the bottom): each sample's radiance as the atlas stores it (R11G11B10)."""
+        the bottom): each sample's radiance as the atlas stores it (R11G11B10). With
+        ``gather=False``: (the leaders' radiance in their own slots, other slots undefined;
+        each sample's leader [V, N, H, W]), which :func:`from_leaders` turns into the
+        former (the resolve does it inside its own compiled graph)."""
         gbr = self.gbr
         dev = gbr.geo.device
         self._mark("", dev)
@@ -122,7 +126,8 @@ class MergedShading:
         smap = gbr.shadow_map(fr, sun) if sun is not None else None
         self._mark("shadow map", dev)
         inv = torch.linalg.inv_ex(cams.view_proj)[0]  # inv_ex: no read-back of its check
-        rad = torch.zeros(VN * H * W, 3, dtype=torch.float32, device=tri.device)
+        # only the leaders' rows are written, and only they are read (from_leaders)
+        rad = torch.empty(VN * H * W, 3, dtype=torch.float32, device=tri.device)
         # chunks of a quarter of the raster budget (1M leaders on a GPU): the last one is
         # padded to the same size (one compiled shape), so a smaller chunk wastes less on
         # padding (at 720p x 8, ~4.9M leaders: 5M shaded, where 2M chunks shaded 6M)
@@ -137,11 +142,11 @@ class MergedShading:
             k = min(step, len(sky) - i)
             rad[f[:k]] = self._sky_chunk(cams, lt, inv, f)[:k]
         self._mark("material and lighting", dev)
-        # every sample takes its leader's radiance
-        rad = rad.view(V, N, H * W, 3)
-        rad = torch.gather(rad, 1, lead[..., None].expand(-1, -1, -1, 3))
+        if not gather:
+            return rad.view(V, N, H, W, 3), lead.view(V, N, H, W)
+        rad = from_leaders(rad.view(V, N, H, W, 3), lead.view(V, N, H, W))
         self._mark("samples from leaders", dev)
-        return rad.view(V, N, H, W, 3)
+        return rad
 
     def _where(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                   torch.Tensor, torch.Tensor]:
@@ -177,6 +182,12 @@ class MergedShading:
                                              lt.to(flat.device)))
 
 
+def from_leaders(rad: torch.Tensor, lead: torch.Tensor) -> torch.Tensor:
+    """Every sample's radiance from its leader's: ``rad`` [V, N, H, W, 3] (leaders' slots),
+    ``lead`` [V, N, H, W] (each sample's leader) → [V, N, H, W, 3]."""
+    return torch.gather(rad, 1, lead[..., None].expand(*lead.shape, 3))
+
+
 def _padded(compiled: bool, step: int, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """``xs`` (one chunk's rows) padded to ``step`` rows by repeating the last one, when a
     compiled graph takes them (one shape, one compile); as they are otherwise."""
@@ -186,4 +197,4 @@ def _padded(compiled: bool, step: int, *xs: torch.Tensor) -> tuple[torch.Tensor,
     return tuple(torch.cat([x, x[-1:].expand(step - k, *x.shape[1:])]) for x in xs)
 
 
-__all__ = ["MergedShading", "leader_of"]
+__all__ = ["MergedShading", "from_leaders", "leader_of"]

@@ -30,7 +30,7 @@ from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
 from .lighting import Lighting, light_inputs, make_lighting
-from .merged import MergedShading
+from .merged import MergedShading, from_leaders
 from .raster import NO_HIT, visibility
 from .resolve import encode_linear, mean_samples, meter_codes
 from .scene_geometry import SceneGeometry
@@ -91,6 +91,14 @@ def resolve_views(radiance: torch.Tensor, exposure: torch.Tensor, tone_map: str
     return encode_linear(mean_samples(radiance) * exposure, tone_map).flip(1)
 
 
+def resolve_leaders(radiance: torch.Tensor, lead: torch.Tensor, exposure: torch.Tensor,
+                    tone_map: str) -> torch.Tensor:
+    """:func:`resolve_views` of the samples' radiance taken from their leaders
+    (``merged.from_leaders``): under torch.compile the gather is read inside the resolve's
+    own kernel, with no per-sample radiance written out."""
+    return resolve_views(from_leaders(radiance, lead), exposure, tone_map)
+
+
 class ComputeTargets(RenderTargets):
     """RenderTargets whose ``draw()`` renders in torch on ``device`` (see the module
     docstring). :meth:`bind` gives it the ReplayRenderer whose level and character it draws."""
@@ -137,8 +145,8 @@ class ComputeTargets(RenderTargets):
         # on a GPU the lighting and resolve of a view run as one compiled graph
         self._light_view: Any = (torch.compile(light_view, dynamic=False)
                                  if self.device.type == "cuda" else light_view)
-        self._resolve_views: Any = (torch.compile(resolve_views, dynamic=False)
-                                    if self.device.type == "cuda" else resolve_views)
+        self._resolve_leaders: Any = (torch.compile(resolve_leaders, dynamic=False)
+                                      if self.device.type == "cuda" else resolve_leaders)
         self._merged: MergedShading | None = None
         self._lighting: tuple[str, Any] | None = None
         self._exposure_t: tuple[float, torch.Tensor] | None = None
@@ -212,11 +220,12 @@ class ComputeTargets(RenderTargets):
         cams = cameras_from_targets(self, self.device)
         if self.shading_rate == "pixel":
             assert self._merged is not None
-            rad = self._merged.radiance(cams, sun, self._lights())
+            rad, lead = self._merged.radiance(cams, sun, self._lights(), gather=False)
             if self.meter_on:  # the exposure meter (warm-up frames only)
-                img = meter_codes(rad).flip(1)[..., None].expand(-1, -1, -1, 3)
+                img = meter_codes(from_leaders(rad, lead)).flip(1)[..., None].expand(
+                    -1, -1, -1, 3)
             else:
-                img = self._resolve_views(rad, self._exposure(), self.look.tone_map)
+                img = self._resolve_leaders(rad, lead, self._exposure(), self.look.tone_map)
             return self._colors(img), self._masks(gbr)
         gb = gbr.render(cams, sun)
         if self.meter_on:  # the exposure meter (warm-up frames only): eager
