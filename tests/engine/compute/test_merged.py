@@ -159,3 +159,32 @@ def test_compute_shading_is_checked_and_keyed():
     assert "compute_shading" not in gl.as_dict()
     with pytest.raises(RenderSettingsError, match="compute_shading 'fast'"):
         RenderSettings.from_dict({**sample.as_dict(), "compute_shading": "fast"})
+
+
+def test_only_the_leaders_rows_are_read_across_padded_chunks(traj, tmp_path, monkeypatch):
+    """The leaders' radiance buffer is ``torch.empty`` (only leaders' rows are written and
+    read): filled with NaN here, and shaded in chunks of 1024 leaders padded as on a GPU
+    (``torch.compile`` made the identity, so the padded path runs eagerly), surface and sky
+    chunks both ending part-full. The frame must be the bytes of one unpadded chunk."""
+    from stages.engine.compute import gbuffer
+
+    ref, rm, lead = _frame(traj, tmp_path / "ref", "compute", 8, "pixel")
+    init = gbuffer.GBufferRenderer.__init__
+
+    def small(self, geo, w, h, budget=None, compile_pixels=None):  # noqa: ANN001, ANN202
+        init(self, geo, w, h, budget=4096, compile_pixels=True)
+
+    empty = torch.empty
+
+    def nan_empty(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        t = empty(*a, **k)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(gbuffer.GBufferRenderer, "__init__", small)
+    monkeypatch.setattr(torch, "compile", lambda fn, **_: fn)
+    monkeypatch.setattr(torch, "empty", nan_empty)
+    got, gm, lead2 = _frame(traj, tmp_path / "chunks", "compute", 8, "pixel")
+    assert lead2 == lead and lead > 4 * 1024, lead  # several chunks, the last one part-full
+    for v in VIEWS:
+        assert np.array_equal(got[v], ref[v]), v
+        assert np.array_equal(gm[v], rm[v]), v
