@@ -42,6 +42,8 @@ def build(tris: np.ndarray, leaf: int = 4) -> BVH:
     tris = np.asarray(tris, np.float32)
     if tris.ndim != 3 or tris.shape[1:] != (3, 3) or len(tris) == 0:
         raise ValueError(f"bvh.build: tris has shape {tris.shape}; expected [F>0, 3, 3]")
+    if int(leaf) < 1:  # a leaf of 0 would split one triangle into (0, 1) forever
+        raise ValueError(f"bvh.build: leaf={leaf}; expected at least 1 triangle a leaf")
     F = len(tris)
     cen = tris.mean(1)
     lo_t, hi_t = tris.min(1), tris.max(1)

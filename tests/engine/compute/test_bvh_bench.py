@@ -69,6 +69,8 @@ def test_every_triangle_sits_in_one_leaf_inside_every_box_above_it() -> None:
 def test_bad_triangles_are_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"expected \[F>0, 3, 3\]"):
         B.build(np.zeros((4, 3), np.float32))
+    with pytest.raises(ValueError, match="leaf=0; expected at least 1"):  # it looped forever
+        B.build(_scene(10, 0), leaf=0)
 
 
 @needs_cxx
