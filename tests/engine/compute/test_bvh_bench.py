@@ -89,3 +89,33 @@ def test_rays_name_the_triangle_the_rasterizer_names(tmp_path, monkeypatch) -> N
     assert (tri_b == tri_r).mean() > 0.995  # differences: samples on shared edges only
     assert ((t_b >= 0) & (t_b <= 1))[tri_b >= 0].all()
     assert (t_b[tri_b < 0] == 1.0).all()
+
+
+@needs_cxx
+def test_identical_centroids_degenerate_triangles_and_axis_rays(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Review cases: triangles sharing one centroid (the median split must still halve them:
+    the traversal's stack holds 64 nodes and drops what does not fit), zero-area triangles
+    (never named) and odd sizes (a pixel centre at NDC 0: rays parallel to the axes)."""
+    monkeypatch.setenv("WMFORGE_BVH_CACHE", str(tmp_path))
+    rng = np.random.default_rng(3)
+    base = _scene(3000, 4)
+    c = base.mean(1, keepdims=True)
+    # 2000 triangles with one centroid: each a scaled copy of one shape about (0, 0, -8)
+    shape = rng.normal(0, 1, (1, 3, 3)).astype(np.float32)
+    shape -= shape.mean(1, keepdims=True)
+    same = (np.array([0, 0, -8], np.float32) + shape * rng.uniform(0.1, 2, (2000, 1, 1))
+            ).astype(np.float32)
+    flat = np.repeat(c, 3, 1)[:500].copy()  # zero-area: three corners at one point
+    tris = np.concatenate([base, same, flat]).astype(np.float32)
+    bv = B.build(tris)
+    assert bv.depth <= int(np.ceil(np.log2(len(tris) / 4))) + 2 < 64
+    vp = _cameras(3)
+    W, H = 81, 61
+    tri_b, _ = B.cast(bv, torch.linalg.inv(vp.double()).float().numpy(), W, H)
+    tri_r, _ = visibility(torch.from_numpy(tris), vp, W, H).triangles()
+    tri_r = tri_r.view(3, H, W).numpy()
+    assert not np.isin(tri_b, np.arange(5000, 5500)).any()  # no zero-area triangle named
+    assert (tri_b == tri_r).mean() > 0.99
+    assert (tri_b[:, :, W // 2] == tri_r[:, :, W // 2]).mean() > 0.98  # x = 0: d.x = 0 rays
+    assert (tri_b[:, H // 2] == tri_r[:, H // 2]).mean() > 0.98
+    print("agree", (tri_b == tri_r).mean(), "hit", (tri_r >= 0).mean(), "depth", bv.depth)
