@@ -12,7 +12,6 @@ the same attribution, to check the script). Prints two tables and one JSON line.
 from __future__ import annotations
 
 import argparse
-import bisect
 import gzip
 import json
 from collections import defaultdict
@@ -40,39 +39,34 @@ def split(events: list[dict], cpu_ops: bool = False) -> tuple[dict, dict, float]
     """(device µs by innermost stages frame, by outermost stages frame, total µs)."""
     py: dict[int, list[tuple[float, float, str]]] = defaultdict(list)
     launches: dict[int, tuple[int, float]] = {}
-    work: list[tuple[int | None, float, float]] = []  # (correlation, dur, ts)
-    tids: dict[int, int] = {}
+    work: list[tuple[int | None, float, float, int]] = []  # (correlation, dur, ts, tid)
     for e in events:
         cat = e.get("cat", "")
         if e.get("ph") != "X":
             continue
         if cat == "python_function":
             py[e["tid"]].append((e["ts"], e["ts"] + e["dur"], e["name"]))
-        elif cat == "cuda_runtime" and "correlation" in e.get("args", {}):
+        # kernels launched through the runtime (aten's cudaLaunchKernel) or the driver API
+        # (Triton's and Inductor's cuLaunchKernel: the compiled graphs)
+        elif cat in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             launches[e["args"]["correlation"]] = (e["tid"], e["ts"])
         elif (cat in DEVICE_CATS and not cpu_ops) or (cat == "cpu_op" and cpu_ops):
             corr = e.get("args", {}).get("correlation")
-            work.append((corr, float(e["dur"]), e["ts"]))
-            if cpu_ops:
-                tids[id(work[-1])] = e["tid"]
-    for frames in py.values():
-        frames.sort()
-    starts = {t: [f[0] for f in fr] for t, fr in py.items()}
+            work.append((corr, float(e["dur"]), e["ts"], e["tid"]))
+    # (launching thread, launch time, duration) of each piece of work
+    items: list[tuple[int, float, float]] = []
+    for corr, dur, ts, tid in work:
+        if cpu_ops:
+            items.append((tid, ts, dur))
+        elif corr in launches:
+            items.append((*launches[corr], dur))
+        else:
+            items.append((-1, ts, dur))
     inner: dict[str, float] = defaultdict(float)
     outer: dict[str, float] = defaultdict(float)
     total = 0.0
-    for item in work:
-        corr, dur, ts = item
-        if cpu_ops:
-            tid, at = tids[id(item)], ts
-        elif corr in launches:
-            tid, at = launches[corr]
-        else:
-            tid, at = -1, ts
+    for dur, around in _enclosing(py, items):
         total += dur
-        frames = py.get(tid, [])
-        i = bisect.bisect_right(starts.get(tid, []), at)
-        around = [f for f in frames[max(0, i - 4000):i] if f[0] <= at <= f[1]]
         ours = [f for f in around if "stages/" in f[2]]
         if not ours:
             inner["(outside stages/)"] += dur
@@ -85,6 +79,32 @@ def split(events: list[dict], cpu_ops: bool = False) -> tuple[dict, dict, float]
         inner[names[-1]] += dur
         outer[" > ".join(below[:2]) or names[-1]] += dur
     return inner, outer, total
+
+
+def _enclosing(py: dict[int, list[tuple[float, float, str]]],
+               items: list[tuple[int, float, float]]
+               ) -> list[tuple[float, list[tuple[float, float, str]]]]:
+    """Each item's (thread, time, duration) duration and its thread's Python frames open at
+    its time: one sweep per thread over the frames in start order, keeping the open ones on a
+    stack (frames nest), however long ago the outer ones opened."""
+    by_tid: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for k, (tid, at, _) in enumerate(items):
+        by_tid[tid].append((at, k))
+    found: dict[int, list[tuple[float, float, str]]] = {}
+    for tid, queries in by_tid.items():
+        frames = sorted(py.get(tid, []), key=lambda f: (f[0], -f[1]))
+        stack: list[tuple[float, float, str]] = []
+        j = 0
+        for at, k in sorted(queries):
+            while j < len(frames) and frames[j][0] <= at:
+                while stack and stack[-1][1] < frames[j][0]:
+                    stack.pop()
+                stack.append(frames[j])
+                j += 1
+            while stack and stack[-1][1] < at:
+                stack.pop()
+            found[k] = [f for f in stack if f[0] <= at <= f[1]]
+    return [(dur, found[k]) for k, (_, _, dur) in enumerate(items)]
 
 
 def main() -> None:
