@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -194,6 +195,8 @@ class Visibility:
     def triangles(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(source triangle [V*H*W] int64, -1 where nothing was drawn; window depth
         [V*H*W] float32, 1 there)."""
+        if self.key.is_cuda and len(self.setups) == 1:  # one fused kernel (_fused)
+            return _fused("triangles")(self.key, self.setups[0].src, self.offsets[0])
         hit = self.key != NO_HIT
         depth = torch.where(hit, (self.key >> 32).to(torch.int32).view(torch.float32), 1.0)
         gid = torch.where(hit, self.key & 0xFFFFFFFF, -1)
@@ -218,7 +221,11 @@ class Visibility:
             return st.perspective(t, st.fragment(t, x, y)[1])
 
         if len(self.setups) == 1:  # the usual case: every sample is the one setup's
-            return at(self.setups[0], gid - self.offsets[0], px, py)
+            st = self.setups[0]
+            if flat.is_cuda:  # one fused kernel (_fused)
+                return _fused("barycentrics")(gid - self.offsets[0], px, py, st.sx, st.sy,
+                                              st.area, st.inv_w, st.bary)
+            return at(st, gid - self.offsets[0], px, py)
         out = torch.zeros(len(flat), 3, dtype=torch.float32, device=flat.device)
         for st, base in zip(self.setups, self.offsets, strict=True):
             j = torch.nonzero((gid >= base) & (gid < base + len(st.src))).squeeze(1)
@@ -230,6 +237,41 @@ class Visibility:
         """Per sample the nearest source triangle, its barycentrics and depth
         (``depth_only``: the depth alone, a shadow map)."""
         return _resolve(self, depth_only)
+
+
+def _triangles_one(key: torch.Tensor, src: torch.Tensor, base: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:meth:`Visibility.triangles` for one set-up: the same integer and bit operations."""
+    hit = key != NO_HIT
+    depth = torch.where(hit, (key >> 32).to(torch.int32).view(torch.float32), 1.0)
+    gid = torch.where(hit, key & 0xFFFFFFFF, -1)
+    m = (gid >= base) & (gid < base + src.shape[0])
+    t = (gid - base).clamp(0, src.shape[0] - 1)
+    return torch.where(m, src.index_select(0, t), -1), depth
+
+
+def _barycentrics_one(t: torch.Tensor, px: torch.Tensor, py: torch.Tensor, sx: torch.Tensor,
+                      sy: torch.Tensor, area: torch.Tensor, inv_w: torch.Tensor,
+                      bary: torch.Tensor) -> torch.Tensor:
+    """``_Setup.perspective(t, _Setup.fragment(t, px, py)[1])`` from the set-up's arrays."""
+    lam = _edges(sx[t], sy[t], px, py) / area[t][:, None]
+    q = lam * inv_w[t]
+    q = q / q.sum(1, keepdim=True)
+    return (q[:, :, None] * bary[t]).sum(1)
+
+
+_FUSED: dict[str, Callable[..., Any]] = {}
+
+
+def _fused(name: str) -> Callable[..., Any]:
+    """On a GPU, the per-sample steps after the depth pass as torch.compile graphs (each one
+    kernel instead of ~10 launches over every sample). Their sizes change every frame (the
+    clipped triangles, the leaders), so they are compiled with dynamic shapes: one graph for
+    all frames."""
+    if name not in _FUSED:
+        fn: Any = {"triangles": _triangles_one, "barycentrics": _barycentrics_one}[name]
+        _FUSED[name] = torch.compile(fn, dynamic=True)
+    return _FUSED[name]
 
 
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,
