@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -164,6 +164,31 @@ case "$what" in
         --presets veryfast,ultrafast --frames 300 --json "$OUT/x264_ceiling.json" 2>&1 \
         | tee "$OUT/x264_ceiling.log" || true
     fi ;;
+  final) # issue #30, this tree against the code before (.h200/old_stages.tar.gz) on one host:
+         # the fused-step tests, one frame's split (bench_compute_frame) and Stage II at 720p x 8
+         # with MPS_PROCS renderers under CUDA MPS, old and new (MPS: the device-bound case)
+    timeout 120 python3 -m pytest -p no:cacheprovider -q -p no:logging -m "gpu or not gpu" \
+      tests/engine/compute/test_fused_steps.py tests/engine/compute/test_scene_step.py 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/gpu_tests.log" || true
+    rm -rf /tmp/old && mkdir -p /tmp/old
+    tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
+    rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
+    for t in new old; do
+      d=$PWD; [ $t = old ] && d=/tmp/old
+      (cd "$d" && PYTHONPATH=/tmp/site:$d timeout 150 python3 tests/benchmarks/bench_compute_frame.py \
+        --size 1280x720 --spatial 8 --rates pixel --frames 8 --json "$OUT/frame_$t.json" 2>&1 \
+        | grep -v "egldisplay\|glgsg\|Warning\|warn" | tail -2) || true
+    done
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p /tmp/mps_pipe /tmp/mps_log
+    nvidia-cuda-mps-control -d && sleep 1
+    for t in new old; do
+      d=$PWD; [ $t = old ] && d=/tmp/old
+      (cd "$d" && PYTHONPATH=/tmp/site:$d timeout 150 python3 tests/benchmarks/bench_render.py \
+        --preset 720p --spatial 8 --frames 150 --procs "${MPS_PROCS:-8}" --backend compute:pixel \
+        --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -3) || true
+    done
+    echo quit | nvidia-cuda-mps-control || true ;;
   sync) # issue #30, the scene step without host waits: compute pixel at 720p x 8 with the code
         # of the commit before (.h200/old_stages.tar.gz: `git archive <commit> stages`) and this
         # tree, 1 and PROCS renderers; then this tree under CUDA MPS (where the host has its
