@@ -179,6 +179,7 @@ case "$what" in
         --size 1280x720 --spatial 8 --rates pixel --frames 8 --json "$OUT/frame_$t.json" 2>&1 \
         | grep -v "egldisplay\|glgsg\|Warning\|warn" | tail -2) || true
     done
+    [ "${MPS:-1}" = 0 ] && exit 0
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
