@@ -147,6 +147,9 @@ class ComputeTargets(RenderTargets):
                                  if self.device.type == "cuda" else light_view)
         self._resolve_leaders: Any = (torch.compile(resolve_leaders, dynamic=False)
                                       if self.device.type == "cuda" else resolve_leaders)
+        # the views' conversion to yuv420p planes, one compiled graph per picture shape
+        self._packed: Any = (torch.compile(packed_planes, dynamic=False)
+                             if self.device.type == "cuda" else packed_planes)
         self._merged: MergedShading | None = None
         self._lighting: tuple[str, Any] | None = None
         self._exposure_t: tuple[float, torch.Tensor] | None = None
@@ -257,11 +260,11 @@ class ComputeTargets(RenderTargets):
     def _yuv_colors(self, img: torch.Tensor) -> dict[str, Any]:
         """The views (and the preview, with_preview) as Yuv420 pictures: converted on the
         device, one copy to the host for all of them."""
-        parts = [packed_planes(img)]
+        parts = [self._packed(img)]
         if self.with_preview:
             hh = self.H // 2 // 2 * 2
             labels = [label_bitmap(v, max(10, hh // 12)) for v in VIEWS]
-            parts.append(packed_planes(tile_preview(img, labels)))
+            parts.append(self._packed(tile_preview(img, labels)))
         flat = self._to_host(torch.cat(parts))
         n = len(VIEWS) * self.H * self.W * 3 // 2
         colors: dict[str, Any] = dict(zip(VIEWS, unpack_planes(flat[:n], len(VIEWS), self.H,
