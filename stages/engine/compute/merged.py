@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from .cameras import Cameras, Sun
+from .compiled import Compiled
 from .gbuffer import GBufferRenderer
 from .lighting import Lighting
 from .shade import quantize_r11g11b10, shade_points, sky_points, stored_planes
@@ -72,11 +73,11 @@ class MergedShading:
         self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
-        self._sky_chunk: Any = (torch.compile(self._sky, dynamic=False) if gbr.compiled
-                                else self._sky)
+        self._sky_chunk: Any = (Compiled(self._sky, "merged.sky", dynamic=False)
+                                if gbr.compiled else self._sky)
         # the leaders' rule: one fused kernel on a GPU instead of ~3 launches per comparison
-        self._leader_of: Any = (torch.compile(leader_of, dynamic=False) if gbr.compiled
-                                else leader_of)
+        self._leader_of: Any = (Compiled(leader_of, "merged.leader_of", dynamic=False)
+                                if gbr.compiled else leader_of)
         self.last_leaders = 0  # leaders shaded in the last frame (a benchmark's figure)
         # seconds per step, summed over frames, when a benchmark sets a dict here (each step
         # then waits for the device: slower, so only for the split)

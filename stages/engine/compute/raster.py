@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from . import raster_triton
+from .compiled import Compiled
 
 NO_HIT = torch.iinfo(torch.int64).max
 # the depth pass's implementation: "auto" (the Triton kernel on a CUDA device where Triton
@@ -267,10 +268,10 @@ def _fused(name: str) -> Callable[..., Any]:
     """On a GPU, the per-sample steps after the depth pass as torch.compile graphs (each one
     kernel instead of ~10 launches over every sample). Their sizes change every frame (the
     clipped triangles, the leaders), so they are compiled with dynamic shapes: one graph for
-    all frames."""
+    all frames. A graph that fails to compile runs eagerly (``compiled.Compiled``)."""
     if name not in _FUSED:
         fn: Any = {"triangles": _triangles_one, "barycentrics": _barycentrics_one}[name]
-        _FUSED[name] = torch.compile(fn, dynamic=True)
+        _FUSED[name] = Compiled(fn, f"raster.{name}", dynamic=True)
     return _FUSED[name]
 
 

@@ -27,6 +27,7 @@ from ..look import Look
 from ..render_settings import COMPUTE_SHADING
 from ..render_targets import RenderTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
+from .compiled import Compiled
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
 from .lighting import Lighting, light_inputs, make_lighting
@@ -148,7 +149,7 @@ class ComputeTargets(RenderTargets):
         self._resolve_leaders: Any = (torch.compile(resolve_leaders, dynamic=False)
                                       if self.device.type == "cuda" else resolve_leaders)
         # the views' conversion to yuv420p planes, one compiled graph per picture shape
-        self._packed: Any = (torch.compile(packed_planes, dynamic=False)
+        self._packed: Any = (Compiled(packed_planes, "yuv.packed_planes", dynamic=False)
                              if self.device.type == "cuda" else packed_planes)
         self._merged: MergedShading | None = None
         self._lighting: tuple[str, Any] | None = None
