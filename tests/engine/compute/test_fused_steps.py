@@ -74,7 +74,7 @@ def test_compiled_yuv_planes_match_the_eager_conversion() -> None:
     assert counters["stats"]["unique_graphs"] == 2
 
 
-def test_a_step_that_fails_to_compile_runs_eagerly_and_device_errors_propagate(caplog) -> None:  # noqa: ANN001
+def test_a_step_that_fails_to_compile_runs_eagerly_and_device_errors_propagate() -> None:
     """``compiled.Compiled``: a compile failure costs the step its speed, not the frame (one
     warning naming the step); an error of the step itself (as a CUDA fault would be) is
     raised as before."""
@@ -87,13 +87,26 @@ def test_a_step_that_fails_to_compile_runs_eagerly_and_device_errors_propagate(c
     def no_kernels(gm, example_inputs):  # noqa: ANN001, ANN202 - a torch.compile backend
         raise RuntimeError("no kernel for this graph")
 
-    torch._dynamo.reset()
-    step = Compiled(lambda x: x * 2 + 1, "test.double", backend=no_kernels)
-    with caplog.at_level(logging.WARNING, logger="stages.engine.compute.compiled"):
+    class Keep(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.records: list[logging.LogRecord] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.records.append(record)
+
+    keep = Keep()
+    logger = logging.getLogger("stages.engine.compute.compiled")
+    logger.addHandler(keep)
+    try:
+        torch._dynamo.reset()
+        step = Compiled(lambda x: x * 2 + 1, "test.double", backend=no_kernels)
         assert torch.equal(step(torch.ones(4)), torch.full((4,), 3.0))
         assert torch.equal(step(torch.zeros(2)), torch.ones(2))
+    finally:
+        logger.removeHandler(keep)
     assert step.failed is not None and "no kernel for this graph" in step.failed
-    assert sum("test.double" in r.getMessage() for r in caplog.records) == 1
+    assert sum("test.double" in r.getMessage() for r in keep.records) == 1
 
     def faulty(x):  # noqa: ANN001, ANN202
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
