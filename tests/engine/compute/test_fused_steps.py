@@ -116,3 +116,62 @@ def test_a_step_that_fails_to_compile_runs_eagerly_and_device_errors_propagate()
     with pytest.raises(RuntimeError, match="illegal memory access"):
         bad(torch.ones(2))
     assert bad.failed is None
+
+
+def test_a_frame_that_draws_nothing_and_one_without_leaders_on_the_fused_steps() -> None:
+    """Review of 04ac0f5..8864e2d: every triangle behind the cameras leaves the one set-up
+    with no clipped triangles (``src`` empty). The eager step skips such a set-up; the fused
+    one indexed ``src`` at -1: its graph failed to lower (so ``Compiled`` made it eager for
+    the rest of the process) and the eager rerun raised IndexError (on a GPU: the frame
+    failed). Such a frame gives nothing drawn, and a frame with no surface leaders no
+    barycentrics, both without giving up the compiled graphs."""
+    raster._FUSED.clear()
+    torch._dynamo.reset()
+    try:
+        tris, vp = _scene(300, 0)
+        behind = tris.clone()
+        behind[..., 2] = -behind[..., 2]  # z > 0: behind every camera (they look down -z)
+        for t in (tris, behind, tris[:200]):
+            vis = visibility(t, vp, 40, 30)
+            st, base = vis.setups[0], vis.offsets[0]
+            tri_e, depth_e = vis.triangles()  # the eager step
+            tri_f, depth_f = raster._fused("triangles")(vis.key, st.src, base)
+            assert torch.equal(tri_f, tri_e) and torch.equal(depth_f, depth_e)
+            flat = torch.nonzero(tri_e >= 0).squeeze(1)
+            gid = (vis.key.index_select(0, flat) & 0xFFFFFFFF) - base
+            pix = flat % (30 * 40)
+            px, py = (pix % 40).float() + 0.5, torch.div(pix, 40, rounding_mode="floor").float()
+            bary = raster._fused("barycentrics")(gid, px, py + 0.5, st.sx, st.sy, st.area,
+                                                 st.inv_w, st.bary)
+            assert bary.shape == (len(flat), 3)
+        assert len(visibility(behind, vp, 40, 30).setups[0].src) == 0  # the case in question
+        assert raster._fused("triangles").failed is None  # type: ignore[attr-defined]
+        assert raster._fused("barycentrics").failed is None  # type: ignore[attr-defined]
+    finally:
+        raster._FUSED.clear()
+
+
+def test_a_device_fault_raised_while_compiling_is_not_a_compile_failure() -> None:
+    """Review: Dynamo wraps what a backend raises (``BackendCompilerFailed``, a
+    ``TorchDynamoException``), so an out-of-memory or CUDA error met while compiling (Triton
+    loading its kernels, Inductor's benchmarks) was taken for a compile failure: the step went
+    eager for good and the node runner never saw ``gpu_oom``. It must propagate, and the
+    runner's classification must still read it."""
+    import pytest
+
+    from stages.core.device_faults import classify
+    from stages.engine.compute.compiled import Compiled
+
+    for fault, kind in ((torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 "
+                                                 "GiB"), "gpu_oom"),
+                        (RuntimeError("CUDA error: an illegal memory access was encountered"),
+                         "gpu_error")):
+        def backend(gm, example_inputs, fault=fault):  # noqa: ANN001, ANN202
+            raise fault
+
+        torch._dynamo.reset()
+        step = Compiled(lambda x: x + 1, "test.fault", backend=backend)
+        with pytest.raises(Exception) as got:  # noqa: PT011 - classified below
+            step(torch.ones(2))
+        assert classify(got.value) == kind, got.value
+        assert step.failed is None
