@@ -2,8 +2,10 @@
 (issue #30): the fused steps are speed, not function, so a graph Inductor or Triton cannot
 build on some driver or version costs that step's speed, never the render. The first failure
 is reported once (the step's name and the error) and the step runs eagerly from then on in
-that process. Errors of the device itself (out of memory, a CUDA fault) are not compile
-failures and propagate as before."""
+that process. Errors of the device itself (out of memory, a CUDA fault: what
+``core.device_faults.classify`` names, in the error or what it was raised from) are not
+compile failures and propagate as before. The fallback reruns the whole call, so a wrapped
+step must have no side effects (every one here is a pure function of its inputs)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,18 @@ from typing import Any
 
 import torch
 
+from ...core.device_faults import classify
+
 log = logging.getLogger(__name__)
 
 
 def _is_compile_failure(e: BaseException) -> bool:
     from torch._dynamo.exc import TorchDynamoException
 
-    if isinstance(e, torch.cuda.OutOfMemoryError):
+    # a device fault met while compiling (Triton loading a kernel, Inductor's benchmarks)
+    # comes wrapped (BackendCompilerFailed, InductorError): the node runner's own reading of
+    # the exception and its causes decides, as it will for what propagates
+    if classify(e):
         return False
     return isinstance(e, TorchDynamoException) or type(e).__module__.startswith(
         ("triton", "torch._inductor"))

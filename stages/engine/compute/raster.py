@@ -245,6 +245,8 @@ def _triangles_one(key: torch.Tensor, src: torch.Tensor, base: int
     """:meth:`Visibility.triangles` for one set-up: the same integer and bit operations."""
     hit = key != NO_HIT
     depth = torch.where(hit, (key >> 32).to(torch.int32).view(torch.float32), 1.0)
+    if src.shape[0] == 0:  # nothing survived clipping: nothing drawn (and nothing to index)
+        return torch.full_like(key, -1), depth
     gid = torch.where(hit, key & 0xFFFFFFFF, -1)
     m = (gid >= base) & (gid < base + src.shape[0])
     t = (gid - base).clamp(0, src.shape[0] - 1)
