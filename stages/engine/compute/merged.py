@@ -115,8 +115,8 @@ class MergedShading:
         lead = self._leader_of(tri.view(V, N, H * W), self.spatial)
         own = torch.arange(N, device=tri.device).view(1, N, 1)
         leads = (lead == own).reshape(-1)
-        # surface leaders get the material and lighting; the sky's (about one in six at
-        # 720p x 8 on the sample levels) only the sky along their ray
+        # surface leaders get the material and lighting; the sky's (about one leader in six
+        # on the sample levels) only the sky along their ray
         flat = torch.nonzero(leads & (tri >= 0)).squeeze(1)
         sky = torch.nonzero(leads & (tri < 0)).squeeze(1)
         self.last_leaders = len(flat) + len(sky)
@@ -131,7 +131,7 @@ class MergedShading:
         rad = torch.empty(VN * H * W, 3, dtype=torch.float32, device=tri.device)
         # chunks of a quarter of the raster budget (1M leaders on a GPU): the last one is
         # padded to the same size (one compiled shape), so a smaller chunk wastes less on
-        # padding (at 720p x 8, ~4.9M leaders: 5M shaded, where 2M chunks shaded 6M)
+        # padding (at most 1M rows a frame instead of 2M)
         step = max(1, gbr.budget // 4)
         for i in range(0, len(flat), step):
             f, t, b, d = _padded(gbr.compiled, step, flat[i:i + step], ltri[i:i + step],
