@@ -27,7 +27,6 @@ from typing import Any
 import torch
 
 from . import raster_triton
-from .compiled import Compiled
 
 NO_HIT = torch.iinfo(torch.int64).max
 # the depth pass's implementation: "auto" (the Triton kernel on a CUDA device where Triton
@@ -240,41 +239,11 @@ class Visibility:
         return _resolve(self, depth_only)
 
 
-def _triangles_one(key: torch.Tensor, src: torch.Tensor, base: int
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:meth:`Visibility.triangles` for one set-up: the same integer and bit operations."""
-    hit = key != NO_HIT
-    depth = torch.where(hit, (key >> 32).to(torch.int32).view(torch.float32), 1.0)
-    if src.shape[0] == 0:  # nothing survived clipping: nothing drawn (and nothing to index)
-        return torch.full_like(key, -1), depth
-    gid = torch.where(hit, key & 0xFFFFFFFF, -1)
-    m = (gid >= base) & (gid < base + src.shape[0])
-    t = (gid - base).clamp(0, src.shape[0] - 1)
-    return torch.where(m, src.index_select(0, t), -1), depth
-
-
-def _barycentrics_one(t: torch.Tensor, px: torch.Tensor, py: torch.Tensor, sx: torch.Tensor,
-                      sy: torch.Tensor, area: torch.Tensor, inv_w: torch.Tensor,
-                      bary: torch.Tensor) -> torch.Tensor:
-    """``_Setup.perspective(t, _Setup.fragment(t, px, py)[1])`` from the set-up's arrays."""
-    lam = _edges(sx[t], sy[t], px, py) / area[t][:, None]
-    q = lam * inv_w[t]
-    q = q / q.sum(1, keepdim=True)
-    return (q[:, :, None] * bary[t]).sum(1)
-
-
-_FUSED: dict[str, Callable[..., Any]] = {}
-
-
 def _fused(name: str) -> Callable[..., Any]:
-    """On a GPU, the per-sample steps after the depth pass as torch.compile graphs (each one
-    kernel instead of ~10 launches over every sample). Their sizes change every frame (the
-    clipped triangles, the leaders), so they are compiled with dynamic shapes: one graph for
-    all frames. A graph that fails to compile runs eagerly (``compiled.Compiled``)."""
-    if name not in _FUSED:
-        fn: Any = {"triangles": _triangles_one, "barycentrics": _barycentrics_one}[name]
-        _FUSED[name] = Compiled(fn, f"raster.{name}", dynamic=True)
-    return _FUSED[name]
+    """The GPU's compiled form of a per-sample step after the depth pass (``raster_fused``)."""
+    from .raster_fused import fused  # raster_fused imports this module
+
+    return fused(name)
 
 
 def rasterize(tris: torch.Tensor, view_proj: torch.Tensor, width: int, height: int, *,

@@ -1,4 +1,4 @@
-"""The GPU's fused per-sample steps after the depth pass (``raster._fused``: the samples'
+"""The GPU's fused per-sample steps after the depth pass (``raster_fused``: the samples'
 triangle ids and depth, the leaders' barycentrics; issue #30): compiled with dynamic shapes,
 they give what the eager steps give, and frames of other sizes reuse the one graph. Run here
 through Inductor's CPU back end (the same graph; the GPU compiles it for Triton)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from stages.engine.compute import raster
+from stages.engine.compute import raster, raster_fused
 from stages.engine.compute.raster import visibility
 
 
@@ -125,7 +125,7 @@ def test_a_frame_that_draws_nothing_and_one_without_leaders_on_the_fused_steps()
     the rest of the process) and the eager rerun raised IndexError (on a GPU: the frame
     failed). Such a frame gives nothing drawn, and a frame with no surface leaders no
     barycentrics, both without giving up the compiled graphs."""
-    raster._FUSED.clear()
+    raster_fused._FUSED.clear()
     torch._dynamo.reset()
     try:
         tris, vp = _scene(300, 0)
@@ -148,7 +148,7 @@ def test_a_frame_that_draws_nothing_and_one_without_leaders_on_the_fused_steps()
         assert raster._fused("triangles").failed is None  # type: ignore[attr-defined]
         assert raster._fused("barycentrics").failed is None  # type: ignore[attr-defined]
     finally:
-        raster._FUSED.clear()
+        raster_fused._FUSED.clear()
 
 
 def test_a_device_fault_raised_while_compiling_is_not_a_compile_failure() -> None:
