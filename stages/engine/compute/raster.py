@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from . import raster_triton
+from .raster_fused import NO_HIT, _edges, fused
 
-NO_HIT = torch.iinfo(torch.int64).max
 # the depth pass's implementation: "auto" (the Triton kernel on a CUDA device where Triton
 # imports, torch ops elsewhere), "torch", or "interpret" (the Triton kernel under Triton's
 # interpreter: the tests' check on a CPU that the kernel and the torch ops agree)
@@ -98,18 +98,6 @@ def _clip_near(clip: torch.Tensor, src: torch.Tensor
     out_c = torch.where(one, c1, torch.where(two, quad_c, c))
     out_b = torch.where(one, b1, torch.where(two, quad_b, b))
     return out_c, src.index_select(0, row), out_b
-
-
-def _edges(sx: torch.Tensor, sy: torch.Tensor, px: torch.Tensor, py: torch.Tensor
-           ) -> torch.Tensor:
-    """Edge functions [n,3] of points (px, py) against triangles with corners (sx, sy) [n,3]:
-    e_i is the signed doubled area opposite corner i (so e / area are barycentrics)."""
-    x0, x1, x2 = sx.unbind(1)
-    y0, y1, y2 = sy.unbind(1)
-    e0 = (x2 - x1) * (py - y1) - (y2 - y1) * (px - x1)
-    e1 = (x0 - x2) * (py - y2) - (y0 - y2) * (px - x2)
-    e2 = (x1 - x0) * (py - y0) - (y1 - y0) * (px - x0)
-    return torch.stack([e0, e1, e2], 1)
 
 
 class _Setup:
@@ -241,8 +229,6 @@ class Visibility:
 
 def _fused(name: str) -> Callable[..., Any]:
     """The GPU's compiled form of a per-sample step after the depth pass (``raster_fused``)."""
-    from .raster_fused import fused  # raster_fused imports this module
-
     return fused(name)
 
 

@@ -3,7 +3,7 @@ sample's triangle id and depth (``Visibility.triangles``) and the leaders' baryc
 (``Visibility.barycentrics``), written as plain functions of the set-up's arrays so that
 ``torch.compile`` makes each one kernel instead of ~10 launches over every sample. ``raster``
 calls them on CUDA tensors with one set-up; the CPU keeps its eager steps (same bytes as
-before)."""
+before). The empty-key constant and the edge functions live here, shared by both."""
 
 from __future__ import annotations
 
@@ -13,7 +13,20 @@ from typing import Any
 import torch
 
 from .compiled import Compiled
-from .raster import NO_HIT, _edges
+
+NO_HIT = torch.iinfo(torch.int64).max  # the depth buffer's key where nothing was drawn
+
+
+def _edges(sx: torch.Tensor, sy: torch.Tensor, px: torch.Tensor, py: torch.Tensor
+           ) -> torch.Tensor:
+    """Edge functions [n,3] of points (px, py) against triangles with corners (sx, sy) [n,3]:
+    e_i is the signed doubled area opposite corner i (so e / area are barycentrics)."""
+    x0, x1, x2 = sx.unbind(1)
+    y0, y1, y2 = sy.unbind(1)
+    e0 = (x2 - x1) * (py - y1) - (y2 - y1) * (px - x1)
+    e1 = (x0 - x2) * (py - y2) - (y0 - y2) * (px - x2)
+    e2 = (x1 - x0) * (py - y0) - (y1 - y0) * (px - x0)
+    return torch.stack([e0, e1, e2], 1)
 
 
 def triangles_one(key: torch.Tensor, src: torch.Tensor, base: int
