@@ -115,7 +115,7 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         exposure_key=rcfg.exposure_key, tone_map=rcfg.tone_map,
         ibl_strength=rcfg.ibl_strength, shading=rcfg.shading,
         ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend,
-        compute_shading=rcfg.compute_shading,
+        compute_shading=rcfg.compute_shading, yuv=rcfg.yuv,
         max_triangles=rcfg.limits.max_triangles, max_texture_px=rcfg.limits.max_texture_px)
 
 

@@ -138,6 +138,13 @@ class RenderConfig:
     # samples it keeps 41.7-50.8 dB against GL per view where sample keeps 45.3-51.7
     # (320x180, AlpineMeadow; stages/engine/compute/merged.py). GL and Unreal ignore it
     compute_shading: str = "pixel"
+    # where each view's RGB becomes the encoders' yuv420p: device (on the renderer's GPU: the
+    # GL backend's gl_yuv pass, which needs readback pbo, or the compute backend's
+    # compute/yuv.py; the CPU's encoding threads then run x264 alone and no preview is tiled
+    # on the CPU), encoder (swscale inside each encoding thread) or auto (device on a GPU,
+    # encoder on a software rasterizer or the CPU). Within 1 code of each other: part of the
+    # render key; meta.json's yuv records the one used. Unreal ignores it
+    yuv: str = "auto"
     # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
     # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on the 2-core CPU box at
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s

@@ -58,6 +58,13 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
                           "expected pixel or sample")
     if r.readback not in ("sync", "pbo"):
         raise ConfigError(f"{source}: render.readback is {r.readback!r}; expected sync or pbo")
+    if r.yuv not in ("auto", "device", "encoder"):
+        raise ConfigError(f"{source}: render.yuv is {r.yuv!r}; expected auto, device or "
+                          "encoder")
+    if r.yuv == "device" and r.backend == "gl" and r.readback != "pbo":
+        raise ConfigError(f"{source}: render.yuv=device with the gl backend needs "
+                          "render.readback=pbo (the planes are read back through pixel-pack "
+                          f"buffers); got render.readback={r.readback}")
     if r.backend == "compute" and obj.engine.name != "embedded":
         raise ConfigError(f"{source}: render.backend=compute needs engine.name=embedded (the "
                           f"compute renderer is embedded-only; engine {obj.engine.name!r} "

@@ -32,6 +32,7 @@ FIRST_NAP_S, MAX_NAP_S = 50e-6, 1e-3  # the sleeping fence poll's back-off
 @dataclass
 class _Frame:
     slot: int
+    want: frozenset[str]  # the buffers this frame reads: colour or yuv, and mask
     read: set[str] = field(default_factory=set)
     fence: Any = None
 
@@ -49,7 +50,8 @@ class ReadbackTimes:
 
 
 class PboReadback:
-    """A ring of ``slots`` PBO pairs (colour strip RGBA8, mask red channel) for one
+    """A ring of ``slots`` PBO sets (colour strip RGBA8, mask red channel, and with the yuv
+    pass its packed planes, RGBA8) for one
     :class:`~stages.engine.render_targets.RenderTargets`: :meth:`submit` draws a frame and
     queues its reads, :meth:`collect` returns the oldest queued frame's bytes (bottom-up rows,
     as GL stores them), :meth:`discard` forgets every queued frame."""
@@ -66,6 +68,9 @@ class PboReadback:
         # (width, height, GL format, channels) of each buffer's read: the strips of all views
         self.shape = {"colour": (targets.W * len(VIEWS), targets.H, g.GL_RGBA, 4),
                       "mask": (mw * len(VIEWS), mh, g.GL_RED, 1)}
+        yuv = getattr(targets, "yuv_pass", None)
+        if yuv is not None:  # the packed yuv420p planes (gl_yuv), read instead of the colour
+            self.shape["yuv"] = (*yuv.size, g.GL_RGBA, 4)
         self.pbos: dict[str, list[int]] = {}
         self._free: deque[int] = deque(range(slots))
         self._pending: deque[_Frame] = deque()
@@ -74,6 +79,8 @@ class PboReadback:
         self._checked: set[str] = set()  # buffers whose framebuffer binding was checked
         self._roots = [self._add_region(targets.resolve, "colour"),
                        self._add_region(targets.mask_buf, "mask")]
+        if yuv is not None:
+            self._roots.append(self._add_region(yuv.buf, "yuv"))
 
     @property
     def in_flight(self) -> int:
@@ -101,7 +108,7 @@ class PboReadback:
     def _on_draw(self, cbdata: Any, which: str) -> None:
         cbdata.upcall()
         f = self._armed
-        if f is None or which in f.read or self._error is not None:
+        if f is None or which not in f.want or which in f.read or self._error is not None:
             return
         try:
             self._issue(f, which)
@@ -129,7 +136,7 @@ class PboReadback:
         gl.glReadPixels(0, 0, w, h, fmt, g.GL_UNSIGNED_BYTE, None)
         gl.glBindBuffer(g.GL_PIXEL_PACK_BUFFER, 0)
         f.read.add(which)
-        if len(f.read) == len(self.shape):
+        if f.read == f.want:
             f.fence = gl.glFenceSync(g.GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
             gl.glFlush()  # start the work now: the fence is polled, never waited on blocking
             if not f.fence:
@@ -153,12 +160,17 @@ class PboReadback:
             raise RuntimeError(f"render.readback=pbo: could not make {self.slots} pixel-pack "
                                f"buffers (GL error {err:#x})")
 
-    def submit(self) -> None:
-        """Draw one frame (``renderFrame``) with its reads queued behind a fence."""
+    def submit(self, want: tuple[str, ...] = ("colour", "mask")) -> None:
+        """Draw one frame (``renderFrame``) with the reads of the buffers ``want`` names
+        queued behind a fence."""
+        unknown = set(want) - set(self.shape)
+        if unknown:
+            raise ValueError(f"render.readback=pbo: no read-back of {sorted(unknown)}; this "
+                             f"renderer reads {sorted(self.shape)}")
         if not self._free:
             raise RuntimeError(f"render.readback=pbo: all {self.slots} read-back slots hold "
                                "frames not collected yet; collect() before submitting more")
-        f = _Frame(self._free.popleft())
+        f = _Frame(self._free.popleft(), frozenset(want))
         self._armed, self._error = f, None
         try:
             self.t.engine.renderFrame()
@@ -175,9 +187,10 @@ class PboReadback:
                                f"(read {sorted(f.read)}; is a buffer inactive?)")
         self._pending.append(f)
 
-    def collect(self) -> tuple[np.ndarray, np.ndarray]:
-        """The oldest submitted frame: colour (H, 5W, 4) and mask (h, 5w, 1) uint8, rows
-        bottom-up. Sleeps (never spins) until its fence is signalled."""
+    def collect(self) -> dict[str, np.ndarray]:
+        """The oldest submitted frame's reads by buffer: colour (H, 5W, 4), mask (h, 5w, 1)
+        and yuv (the packed planes' texels, gl_yuv) uint8, rows bottom-up. Sleeps (never
+        spins) until its fence is signalled."""
         if not self._pending:
             raise RuntimeError("render.readback=pbo: collect() with no frame submitted")
         f = self._pending.popleft()
@@ -186,7 +199,7 @@ class PboReadback:
             self.ctx.ensure()
             self._wait(f.fence)
             t0 = time.perf_counter()
-            out = (self._copy("colour", f.slot), self._copy("mask", f.slot))
+            out = {which: self._copy(which, f.slot) for which in sorted(f.want)}
             self.times.copy_s += time.perf_counter() - t0
             self.times.frames += 1
             return out

@@ -80,7 +80,7 @@ class InstanceRenderer:
                                     ground_truth=self.s.ground_truth,
                                     backend=choose_backend(self.s.backend, self.s.ground_truth),
                                     readback=self.readback,
-                                    compute_shading=self.s.compute_shading)
+                                    compute_shading=self.s.compute_shading, yuv=self.s.yuv)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
@@ -252,6 +252,10 @@ class InstanceRenderer:
             "backend": getattr(self.r, "backend", "gl"),
             # the compute backend's shading rate (render.compute_shading); None on gl
             "compute_shading": getattr(getattr(self.r, "targets", None), "shading_rate", None),
+            # where the views became yuv420p: device (the renderer's GPU) or encoder (swscale);
+            # render.yuv auto resolves per machine
+            "yuv": "device" if getattr(getattr(self.r, "targets", None), "yuv", False)
+            else "encoder",
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose

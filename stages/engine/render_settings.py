@@ -15,6 +15,7 @@ from typing import Any
 
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
 COMPUTE_SHADING = ("pixel", "sample")  # render.compute_shading's values
+YUV = ("auto", "device", "encoder")  # render.yuv's values
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed
@@ -73,11 +74,18 @@ class RenderSettings:
     # Like backend: left out of as_dict at its default and wherever the backend is gl (which
     # ignores it)
     compute_shading: str = "pixel"
+    # where each view's RGB becomes the encoders' yuv420p: "device" (the renderer's GPU: a GL
+    # pass, gl_yuv, or compute/yuv.py), "encoder" (swscale in the encoding thread) or "auto"
+    # (device on a GPU, encoder on a software rasterizer or the CPU). The two differ by up to
+    # 1 code, so it is part of the render key; meta.json's ``yuv`` records the one used. Left
+    # out of as_dict at auto
+    yuv: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
         ``ground_truth`` only when on, ``backend`` only when not gl, each limit only when not
-        its default, ``compute_shading`` only when not pixel on a backend other than gl)."""
+        its default, ``compute_shading`` only when not pixel on a backend other than gl,
+        ``yuv`` only when not auto)."""
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["ground_truth"]:
             d["ground_truth"] = list(d["ground_truth"])
@@ -87,6 +95,8 @@ class RenderSettings:
             del d["compute_shading"]
         if d["backend"] == "gl":
             del d["backend"]
+        if d["yuv"] == "auto":
+            del d["yuv"]
         for k, default in LIMITS.items():
             if d[k] == default:
                 del d[k]
@@ -101,7 +111,7 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = {"ground_truth", "backend", "compute_shading", *LIMITS}
+        optional = {"ground_truth", "backend", "compute_shading", "yuv", *LIMITS}
         missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
@@ -124,6 +134,9 @@ class RenderSettings:
         if kw.get("compute_shading", "pixel") not in COMPUTE_SHADING:
             raise RenderSettingsError(f"{where}: compute_shading {kw['compute_shading']!r}; "
                                       f"expected one of {', '.join(COMPUTE_SHADING)}")
+        if kw.get("yuv", "auto") not in YUV:
+            raise RenderSettingsError(f"{where}: yuv {kw['yuv']!r}; expected one of "
+                                      f"{', '.join(YUV)}")
         for k in LIMITS:
             v = kw.get(k, LIMITS[k])
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

@@ -47,9 +47,12 @@ class RenderTargets:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, readback: str = "sync",
-                 readback_slots: int = READBACK_SLOTS):
+                 readback_slots: int = READBACK_SLOTS, yuv: bool | None = False):
         if readback not in READBACKS:
             raise ValueError(f"render.readback is {readback!r}; expected sync or pbo")
+        if yuv and readback != "pbo":
+            raise ValueError("render.yuv is device but render.readback is sync: the GL "
+                             "backend's yuv420p planes are read back through pbo only")
         from panda3d.core import loadPrcFileData
 
         loadPrcFileData("wmforge-render", f"""
@@ -171,6 +174,18 @@ class RenderTargets:
         self._build_resolve(aw, ah)
         self.readback = readback
         self._done: deque[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = deque()
+        self.meter_on = False
+        # render.yuv: the views leave as yuv420p planes made by a GL pass (gl_yuv); None
+        # (auto) where the readback is pbo on a GPU's driver, not a software rasterizer
+        if yuv is None:
+            yuv = readback == "pbo" and not self.software
+        self.yuv = bool(yuv)
+        self.with_preview = False  # with yuv: hand the preview over too (set by the frame loop)
+        self.yuv_pass: Any = None
+        if self.yuv:
+            from .gl_yuv import YuvPass
+
+            self.yuv_pass = YuvPass(self)
         self.pbo: Any = None
         if readback == "pbo":
             from .gl_readback import PboReadback
@@ -185,13 +200,13 @@ class RenderTargets:
         gsg = self.host.getGsg()
         renderer = str(gsg.getDriverRenderer())
         compute = bool(gsg.getSupportsComputeShaders())
+        self.software = any(k in renderer.lower() for k in ("llvmpipe", "softpipe", "swrast"))
         if self.look.shading == "deferred" and not compute:
             raise RuntimeError(f"render.shading is deferred but the GL driver ({renderer}) has "
                                "no compute shaders (OpenGL 4.3); use auto or forward")
         if self.look.shading != "auto":
             return self.look.shading
-        soft = any(k in renderer.lower() for k in ("llvmpipe", "softpipe", "swrast"))
-        return "deferred" if compute and not soft else "forward"
+        return "deferred" if compute and not self.software else "forward"
 
     def _lens(self) -> Any:
         from panda3d.core import PerspectiveLens
@@ -300,9 +315,13 @@ class RenderTargets:
 
     def set_meter(self, on: bool) -> None:
         """Meter mode: the resolve writes each pixel's log2 luminance (8-bit codes over 24
-        stops) instead of the tone-mapped colour."""
+        stops) instead of the tone-mapped colour. Meter frames are read as RGB (the yuv pass,
+        if any, is off meanwhile)."""
         for card in self.resolve_cards:
             card.setShaderInput("meter", 1 if on else 0)
+        self.meter_on = bool(on)
+        if self.yuv_pass is not None:
+            self.yuv_pass.set_active(not on)
 
     def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Draw one frame with the cameras as placed; colour (H, W, 3) and mask (h, w) per
@@ -320,10 +339,12 @@ class RenderTargets:
         mask = _ram(self.mask_tex, self.mask_size[0] * len(VIEWS), self.mask_size[1])
         return self._split(img, mask[..., 0])
 
-    def _split(self, img: np.ndarray, mask: np.ndarray
+    def _split(self, img: np.ndarray | None, mask: np.ndarray
                ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Per view: colour (H, W, 3) of the strip ``img`` and mask (h, w) of ``mask``."""
-        colors = {v: img[:, i * self.W:(i + 1) * self.W, :3] for i, v in enumerate(VIEWS)}
+        """Per view: colour (H, W, 3) of the strip ``img`` (none without it) and mask (h, w)
+        of ``mask``."""
+        colors = ({} if img is None else
+                  {v: img[:, i * self.W:(i + 1) * self.W, :3] for i, v in enumerate(VIEWS)})
         mw = self.mask_size[0]
         masks = {v: mask[:, i * mw:(i + 1) * mw] > 127 for i, v in enumerate(VIEWS)}
         return colors, masks
@@ -348,16 +369,21 @@ class RenderTargets:
             return
         if self.lighting is not None:
             self.lighting.before_frame()
-        self.pbo.submit()
+        self.pbo.submit(("yuv" if self.yuv and not self.meter_on else "colour", "mask"))
 
-    def collect(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """The oldest submitted frame's colour (H, W, 3) and mask (h, w) per view."""
+    def collect(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The oldest submitted frame's colour (H, W, 3) — with ``yuv``, a
+        :class:`~stages.media.video.Yuv420` per view and, ``with_preview``, the preview's —
+        and mask (h, w) per view."""
         if self.pbo is None:
             if not self._done:
                 raise RuntimeError("render: collect() with no frame submitted")
             return self._done.popleft()
-        rgba, mask = self.pbo.collect()
-        return self._split(rgba[::-1], mask[::-1, :, 0])  # GL rows are bottom-up
+        got = self.pbo.collect()
+        if "yuv" in got:  # the planes' bytes are in order from GL's first (bottom) row
+            colors = self.yuv_pass.unpack(got["yuv"], self.with_preview)
+            return colors, self._split(None, got["mask"][::-1, :, 0])[1]
+        return self._split(got["colour"][::-1], got["mask"][::-1, :, 0])  # rows bottom-up
 
     def discard(self) -> None:
         """Forget every submitted frame not collected (after an error mid-clip)."""

@@ -30,6 +30,7 @@ from ..core.trajectory import VIEWS
 from .clips import Clip, EggPoser, GltfPoser, in_place, read_gltf_clips
 from .level_render import LevelReport, LevelScene, load_level_lighting
 from .look import Look
+from .render_settings import YUV
 from .render_targets import MASK_BIT, RenderTargets
 from .replay_poses import (
     CharacterPose,
@@ -52,11 +53,16 @@ class ReplayRenderer:
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = (),
-                 backend: str = "gl", readback: str = "sync", compute_shading: str = "pixel"):
+                 backend: str = "gl", readback: str = "sync", compute_shading: str = "pixel",
+                 yuv: str = "auto"):
         # backend: "gl" (RenderTargets) or "compute" (compute.targets.ComputeTargets: the same
         # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first.
         # readback (render.readback): the GL path's, sync or pbo; compute has its own.
-        # compute_shading (render.compute_shading): the compute path's shading rate
+        # compute_shading (render.compute_shading): the compute path's shading rate.
+        # yuv (render.yuv): device, encoder or auto (RenderTargets / ComputeTargets decide)
+        if yuv not in YUV:
+            raise ValueError(f"render.yuv is {yuv!r}; expected one of {', '.join(YUV)}")
+        on_device = {"auto": None, "device": True, "encoder": False}[yuv]
         self.backend = backend
         if backend == "compute":
             from .compute.backend import choose_backend, compute_device
@@ -65,10 +71,11 @@ class ReplayRenderer:
             choose_backend(backend, ground_truth)  # refuses ground-truth layers
             self.targets: RenderTargets = ComputeTargets(
                 width, height, spatial, temporal, display, mask_scale, near, far, look=look,
-                device=compute_device(), shading_rate=compute_shading)
+                device=compute_device(), shading_rate=compute_shading, yuv=on_device)
         elif backend == "gl":
             self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,
-                                         near, far, look=look, readback=readback)
+                                         near, far, look=look, readback=readback,
+                                         yuv=on_device)
         else:
             raise ValueError(f"render backend {backend!r}; expected gl or compute (resolve "
                              "auto with compute.backend.choose_backend)")
