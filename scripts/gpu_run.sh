@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -238,6 +238,18 @@ case "$what" in
       --json "$OUT/bench_mps_new_${MPS_PROCS:-12}.json" 2>&1 | grep -v "egldisplay\|glgsg" \
       | tail -3 || true
     echo quit | nvidia-cuda-mps-control || true ;;
+  glyuv) # issue #30, the GL backend's yuv420p pass (render.yuv): its tests on the card's
+          # driver, the host CPU a 720p frame costs each way, then GL pbo at 720p x 8 with
+          # yuv encoder and device at the given slot counts (default 8)
+    python3 -m pytest -p no:cacheprovider -q tests/engine/test_gl_yuv.py 2>&1 \
+      | tee "$OUT/gl_yuv_tests.log" | tail -5 || true
+    python3 tests/benchmarks/bench_gl_yuv_host.py --frames 24 --repeat 2 \
+      --json "$OUT/gl_yuv_host_720p.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -30 || true
+    for p in ${2:-8}; do
+      timeout 200 python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+        --frames 150 --procs "$p" --backend gl --readback pbo --yuv encoder,device \
+        --json "$OUT/bench_gl_yuv_$p.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -4 || true
+    done ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

@@ -2,13 +2,14 @@
 
 ``render.readback: pbo``. Panda3D 1.10's ``RTM_copy_ram`` reads a buffer with a synchronous
 ``glReadPixels`` at the end of the frame: the thread waits there until the GPU has drawn it (on
-an NVIDIA H200, 38 % of a slot's main thread spinning in the driver, issue #30). Here each of
-the two buffers gets one more display region, drawn last, whose draw callback (Panda3D's
-context current and the buffer's framebuffer bound) issues ``glReadPixels`` into a pixel-pack
-buffer (PBO) of a small ring and, once both reads are issued, a fence. The frame's bytes are
-taken later (:meth:`PboReadback.collect`, typically after the next frame was submitted): the
-fence is polled without blocking and the thread sleeps between polls (no spin in any driver),
-then the PBO is mapped and copied once into a fresh array.
+an NVIDIA H200, 38 % of a slot's main thread spinning in the driver, issue #30). Here each
+buffer read (the colour strip or, with ``render.yuv`` device, the packed yuv420p planes of
+``gl_yuv``; and the mask) gets one more display region, drawn last, whose draw callback
+(Panda3D's context current and the buffer's framebuffer bound) issues ``glReadPixels`` into a
+pixel-pack buffer (PBO) of a small ring and, once the frame's reads are issued, a fence. The
+frame's bytes are taken later (:meth:`PboReadback.collect`, typically after the next frame was
+submitted): the fence is polled without blocking and the thread sleeps between polls (no
+spin in any driver), then the PBO is mapped and copied once into a fresh array.
 """
 
 from __future__ import annotations

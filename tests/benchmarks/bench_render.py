@@ -3,7 +3,7 @@ GPU-hour, encoder frames/s, peak RSS of the rendering processes.
 
 Run: .venv/bin/python tests/benchmarks/bench_render.py [--preset 720p] [--spatial 1,8]
          [--frames 300] [--procs 1] [--level UrbanBlocks/Downtown] [--encoder-only]
-         [--backend gl,compute] [--warmup 8] [--readback sync,pbo]
+         [--backend gl,compute] [--warmup 8] [--readback sync,pbo] [--yuv auto,device]
 
 ``--backend``: ``render.backend`` of each run (gl: Panda3D's OpenGL path; compute: the torch
 renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU; ``compute:sample`` /
@@ -16,6 +16,9 @@ write each frame's wall-clock time): what slots that render trajectory after tra
 together once their processes are warm (compiled kernels, loaded level).
 ``--readback``: ``render.readback`` of each GL run (sync: Panda3D's read at each frame's end;
 pbo: pixel-pack buffers and fences, stages/engine/gl_readback.py); the same bytes either way.
+``--yuv``: ``render.yuv`` of each run (device: the views leave the GPU as yuv420p planes,
+gl_yuv.py or compute/yuv.py; encoder: swscale in the encoding threads; auto: the config's
+rule). A GL run with device needs ``--readback pbo``.
 
 It builds the sample library (without the wheel assets) and Stage I trajectories in a scratch
 folder, then runs ``--procs`` renderer processes side by side, each over its own trajectory
@@ -98,7 +101,7 @@ def steady_rate(times: list[list[float]], procs: int) -> float | None:
 def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  frames: int, tmp: Path, enc_threads: int, variant: str = "",
                  backend: str = "gl", warmup: int | None = None,
-                 readback: str = "sync") -> dict:
+                 readback: str = "sync", yuv: str = "auto") -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
     backend, _, rate = backend.partition(":")
@@ -108,12 +111,13 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                                   f"render.spatial_samples={spatial}",
                                   "render.temporal_samples=1",
                                   f"render.encoder_threads={enc_threads}",
-                                  f"render.backend={backend}", *extra]).render
+                                  f"render.backend={backend}", f"render.yuv={yuv}",
+                                  *extra]).render
     settings = render_settings(rcfg, 30)
     lvl_dir = trajs / level.replace("/", "__")
     insts = []
     for p in range(procs):
-        inst = tmp / f"inst_{preset}_{spatial}_{backend}{rate}_{readback}_{p}"
+        inst = tmp / f"inst_{preset}_{spatial}_{backend}{rate}_{readback}_{yuv}_{p}"
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
@@ -164,7 +168,9 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     out_s = procs * frames / 30
     steady = steady_rate([json.loads((i / "frame_times.json").read_text())["traj_0000"]
                           for i in insts if (i / "frame_times.json").exists()], procs)
+    yuv_used = json.loads((insts[0] / "traj_0000" / "meta.json").read_text()).get("yuv")
     return {"variant": variant or "base", "backend": backend, "readback": readback,
+            "yuv": yuv, "yuv_used": yuv_used,
             "compute_shading": (rate or rcfg.compute_shading) if backend != "gl" else None,
             "preset": preset, "width": w,
             "height": h, "spatial": spatial, "procs": procs, "warmup_frames": rcfg.warmup_frames,
@@ -195,6 +201,7 @@ def main() -> None:
     ap.add_argument("--backend", default="gl", help="render.backend per run: gl, compute "
                     "or both (gl,compute)")
     ap.add_argument("--warmup", type=int, default=None, help="render.warmup_frames")
+    ap.add_argument("--yuv", default="auto", help="render.yuv per run: auto, device, encoder")
     ap.add_argument("--readback", default="sync", help="render.readback per GL run: sync, "
                     "pbo or both (sync,pbo)")
     ap.add_argument("--json", default="")
@@ -210,17 +217,20 @@ def main() -> None:
         procs = [int(p) for p in args.procs.split(",")]
         trajs = make_trajectories(tmp, args.level, max(procs), args.frames)
         for p in procs:
-            for s, v, b, rb in ((int(x), v, b, rb) for x in args.spatial.split(",")
-                                for v in (args.variants.split(",") if args.variants else [""])
-                                for b in args.backend.split(",")
-                                for rb in args.readback.split(",")):
+            for s, v, b, rb, yv in ((int(x), v, b, rb, yv) for x in args.spatial.split(",")
+                                    for v in (args.variants.split(",") if args.variants
+                                              else [""])
+                                    for b in args.backend.split(",")
+                                    for rb in args.readback.split(",")
+                                    for yv in args.yuv.split(",")):
                 r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
-                                 args.encoder_threads, v, b, args.warmup, rb)
+                                 args.encoder_threads, v, b, args.warmup, rb, yv)
                 results.append(r)
                 if v == "overdraw":
                     print(f"render [overdraw] x{s}: {r['overdraw']}", flush=True)
                     continue
-                print(f"render [{r['variant']}, {b}, readback {rb}] {r['preset']} x{s} spatial, "
+                print(f"render [{r['variant']}, {b}, readback {rb}, yuv {yv}: "
+                      f"{r['yuv_used']}] {r['preset']} x{s} spatial, "
                       f"{p} process(es), "
                       f"{args.frames} frames: "
                       f"{r['five_view_frames_per_s']} five-view frames/s, "
