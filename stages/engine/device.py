@@ -186,6 +186,29 @@ def check_device(dev: SlotDevice, egl_index: int, renderer: str, vendor: str,
     return rec
 
 
+def check_compute_device(dev: SlotDevice, torch_device: str, name: str,
+                         uuid: str | None) -> dict:
+    """The compute backend's counterpart of :func:`check_device` (no GL context is opened):
+    fail unless torch's device is the slot's GPU — CUDA for a GPU slot, its model in the
+    name, its UUID the slot's where both are known; return the record for the log."""
+    rec = {"requested": asdict(dev), "backend": "compute", "torch_device": torch_device,
+           "cuda_name": name, "cuda_uuid": uuid}
+    if dev.gpu is None:
+        return rec
+    if not torch_device.startswith("cuda"):
+        raise DeviceBindingError(f"slot bound to GPU {dev.gpu} ({dev.name or '?'}) but the "
+                                 f"compute backend runs on {torch_device!r}: torch sees no "
+                                 "CUDA device (CUDA_VISIBLE_DEVICES, driver?)")
+    model = dev.name.replace("NVIDIA", "").strip()
+    if model and model.split()[0].lower() not in name.lower():
+        raise DeviceBindingError(f"slot bound to GPU {dev.gpu} ({dev.name}) but torch's CUDA "
+                                 f"device is {name!r}: another device")
+    if uuid and dev.uuid and uuid.lower() != dev.uuid.lower():
+        raise DeviceBindingError(f"slot bound to GPU {dev.gpu} ({dev.uuid}) but torch's CUDA "
+                                 f"device is {uuid}")
+    return rec
+
+
 def nvml_gpu_of_pid(pid: int | None = None) -> int | None:
     """The GPU on which NVML lists ``pid`` as a graphics or compute process, if any."""
     pid = os.getpid() if pid is None else pid

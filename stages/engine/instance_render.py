@@ -118,7 +118,9 @@ class InstanceRenderer:
                 raise _Fail("missing_asset", f"{path}: {exc}") from None
             model.flattenLight()
             limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px,
-                                  int(r.gsg.getMaxTextureDimension()), self.log)
+                                  # GL's own cap; the compute backend names none
+                                  int(r.gsg.getMaxTextureDimension())
+                                  if r.gsg is not None else 0, self.log)
         except SceneOverLimit as exc:
             self._over_limit = (key, exc.detail)
             raise

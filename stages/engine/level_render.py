@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .render_targets import FP_MASK_BIT, MASK_BIT, RenderTargets
+from .render_targets import FP_MASK_BIT, MASK_BIT, SceneTargets
 
 
 @dataclass
@@ -24,10 +24,10 @@ class LevelReport:
 
 
 class LevelScene:
-    """The scene of a :class:`~.render_targets.RenderTargets`: the look's shading on it and the
-    level loaded into it, with its lights, sun and sky."""
+    """The scene of a :class:`~.render_targets.SceneTargets` (GL or compute): the look's
+    shading on it and the level loaded into it, with its lights, sun and sky."""
 
-    def __init__(self, targets: RenderTargets):
+    def __init__(self, targets: SceneTargets):
         self.t = targets
         self.scene = targets.scene
         self.level_np: Any = None
@@ -233,7 +233,8 @@ class LevelScene:
         self._shading_input("shadow_light", 0)
         self.scene.setShaderInput("sun", self.sun)
         self._set_sky(lit)
-        self.t.atlas.setClearColor((0, 0, 0, 1))
+        if self.t.atlas is not None:  # GL (the compute backend has no atlas)
+            self.t.atlas.setClearColor((0, 0, 0, 1))
         _srgb_colour_textures(model)
         model.hide(BitMask32.bit(MASK_BIT) | BitMask32.bit(FP_MASK_BIT))
         # texture residency: upload everything now, at the file's full resolution
@@ -244,7 +245,8 @@ class LevelScene:
             ox, oy = tex.getOrigFileXSize(), tex.getOrigFileYSize()
             if (ox == 0 or tex.getXSize() == ox) and (oy == 0 or tex.getYSize() == oy):
                 rep.textures_full_res += 1
-        model.prepareScene(self.t.gsg)
+        if self.t.gsg is not None:  # GL; the compute backend reads the textures from RAM
+            model.prepareScene(self.t.gsg)
         return rep
 
     def _make_sun(self, sun_np: Any) -> None:

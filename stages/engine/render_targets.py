@@ -8,8 +8,14 @@ exposure and the tone map and encodes sRGB into a strip of the five views, copie
 frame, as is the mask buffer (flat white character, per view): with ``render.readback`` sync
 by Panda3D at the end of the frame, with pbo through pixel-pack buffers and fences a frame or
 more later (``gl_readback``; :meth:`RenderTargets.submit` then :meth:`RenderTargets.collect`).
-Draw masks: temporal sample t's colour cameras see bit t (first-person: FP_BIT_BASE + t), the
-mask cameras MASK_BIT (first-person: FP_MASK_BIT, which nothing shows).
+With ``render.yuv`` device a GL pass packs the views' yuv420p planes (``gl_yuv``) and those
+are read instead of the strip. Draw masks: temporal sample t's colour cameras see bit t
+(first-person: FP_BIT_BASE + t), the mask cameras MASK_BIT (first-person: FP_MASK_BIT, which
+nothing shows).
+
+:class:`SceneTargets` is the GL-free half (settings, scene root, cameras, tile layout, the
+frame protocol of a renderer that draws at submit): the compute backend builds on it and opens
+no GL context; :class:`RenderTargets` adds the GL context, buffers and passes.
 """
 
 from __future__ import annotations
@@ -40,21 +46,20 @@ void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
 """
 
 
-class RenderTargets:
-    """The GL context, the atlas, mask and resolve buffers, every sample's camera and the
-    resolve cards of one renderer (see the module docstring)."""
+class SceneTargets:
+    """The GL-free half of a renderer's targets: the settings checked, the scene root, every
+    (view, temporal, spatial) sample's camera and each view's mask camera (Panda3D nodes with
+    their lenses), the atlas's tile layout and the mask's size. The compute backend
+    (``compute.targets.ComputeTargets``) is one of these and opens no GL context at all;
+    :class:`RenderTargets` adds the GL context, buffers and passes."""
 
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
-                 far: float = 4000.0, *, look: Look, readback: str = "sync",
-                 readback_slots: int = READBACK_SLOTS, yuv: bool | None = False):
-        if readback not in READBACKS:
-            raise ValueError(f"render.readback is {readback!r}; expected sync or pbo")
-        if yuv and readback != "pbo":
-            raise ValueError("render.yuv is device but render.readback is sync: the GL "
-                             "backend's yuv420p planes are read back through pbo only")
+                 far: float = 4000.0, *, look: Look):
         from panda3d.core import loadPrcFileData
 
+        # texture loading (no power-of-two rescale, no size cap, no compression, no model
+        # cache) is the same for every backend; the display lines matter only to GL
         loadPrcFileData("wmforge-render", f"""
             window-type none
             load-display {display}
@@ -70,15 +75,7 @@ class RenderTargets:
         from .models import fixed_draw_order
 
         fixed_draw_order()
-        from panda3d.core import (
-            FrameBufferProperties,
-            GraphicsEngine,
-            GraphicsPipe,
-            GraphicsPipeSelection,
-            NodePath,
-            Texture,
-            WindowProperties,
-        )
+        from panda3d.core import NodePath
 
         self.W, self.H, self.S, self.T = width, height, spatial, temporal
         self.N = spatial * temporal
@@ -95,22 +92,159 @@ class RenderTargets:
         if self.look.shading not in ("auto", "deferred", "forward"):
             raise ValueError(f"render.shading is {self.look.shading!r}; expected "
                              "auto|deferred|forward")
-        self.deferred = False  # decided once the GL context exists (_choose_shading)
         if self.look.tone_map not in ("aces", "none"):
             raise ValueError(f"render.tone_map is {self.look.tone_map!r}; expected aces|none")
+        self.scene = NodePath("scene")
+        self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
+        ntiles = self.N * len(VIEWS)
+        rows = math.ceil(ntiles / self.tiles_per_row)
+        self.atlas_size = (self.tiles_per_row * width, rows * height)
+        if self.atlas_size[1] > 16384:
+            raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
+                             "atlas; use fewer samples or a smaller preset")
+        mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
+        self.mask_scale = mask_scale
+        self.mask_size = (mw, mh)
+        # no GL here: the GL side's handles stay None (RenderTargets sets them)
+        self.engine: Any = None
+        self.pipe: Any = None
+        self.host: Any = None
+        self.gsg: Any = None
+        self.atlas: Any = None
+        self.software = False
+        self.deferred = False
+        self.shading = "forward"
+        self.lighting: Any = None
+        self.meter_on = False
+        self.yuv = False
+        self.with_preview = False
+        self.yuv_pass: Any = None
+        self.pbo: Any = None
+        self._done: deque[tuple[dict[str, Any], dict[str, np.ndarray]]] = deque()
+        self._make_cameras()
+
+    def _lens(self) -> Any:
+        from panda3d.core import PerspectiveLens
+
+        lens = PerspectiveLens()
+        lens.setFilmSize(self.W, self.H)
+        lens.setNearFar(self.near, self.far)
+        return lens
+
+    def _make_cameras(self) -> None:
+        """Every sample's colour camera (``cams``, its atlas tile in ``tile_origin``) and each
+        view's mask camera (``mask_cams``, drawing only the flat white mask copy)."""
+        from panda3d.core import (
+            BitMask32,
+            Camera,
+            ColorAttrib,
+            LightAttrib,
+            MaterialAttrib,
+            RenderState,
+            ShaderAttrib,
+            TextureAttrib,
+        )
+
+        self.cams: dict[tuple[str, int, int], Any] = {}
+        self.tile_origin: dict[tuple[str, int], tuple[int, int]] = {}
+        for v, view in enumerate(VIEWS):
+            for t in range(self.T):
+                for s in range(self.S):
+                    k = t * self.S + s
+                    tile = v * self.N + k
+                    col, row = tile % self.tiles_per_row, tile // self.tiles_per_row
+                    self.tile_origin[(view, k)] = (col * self.W, row * self.H)
+                    cam = Camera(f"{view}_{t}_{s}", self._lens())
+                    cam.setCameraMask(BitMask32.bit(FP_BIT_BASE + t if view == "fp" else t))
+                    self.cams[(view, t, s)] = self.scene.attachNewNode(cam)
+        state = RenderState.make(ColorAttrib.makeFlat((1, 1, 1, 1)), TextureAttrib.makeAllOff(),
+                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(),
+                                 ShaderAttrib.makeOff(), 100)
+        self.mask_cams: dict[str, Any] = {}
+        for view in VIEWS:
+            cam = Camera(f"mask_{view}", self._lens())
+            cam.setCameraMask(BitMask32.bit(FP_MASK_BIT if view == "fp" else MASK_BIT))
+            cam.setInitialState(state)
+            self.mask_cams[view] = self.scene.attachNewNode(cam)
+
+    # ------------------------------------------------------------------ the frame protocol
+
+    def set_exposure(self, multiplier: float) -> None:
+        """The linear exposure multiplier the resolve applies before the tone map."""
+        raise NotImplementedError
+
+    def set_meter(self, on: bool) -> None:
+        """Meter mode: each pixel's log2 luminance codes instead of the tone-mapped colour."""
+        raise NotImplementedError
+
+    def draw(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """Draw one frame with the cameras as placed: colour and mask per view."""
+        raise NotImplementedError
+
+    @property
+    def lag(self) -> int:
+        """Frames :meth:`collect` may trail :meth:`submit` by (0: drawn at submit)."""
+        return 0
+
+    @property
+    def in_flight(self) -> int:
+        """Frames submitted and not collected yet."""
+        return len(self._done)
+
+    def submit(self) -> None:
+        """Draw one frame with the cameras as placed; its images come from :meth:`collect`,
+        in submission order."""
+        self._done.append(self.draw())
+
+    def collect(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The oldest submitted frame's colour and mask per view."""
+        if not self._done:
+            raise RuntimeError("render: collect() with no frame submitted")
+        return self._done.popleft()
+
+    def discard(self) -> None:
+        """Forget every submitted frame not collected (after an error mid-clip)."""
+        self._done.clear()
+
+    def warmup(self, frames: int) -> None:
+        """Frames drawn before the first kept one (GL: shaders and textures made resident);
+        nothing to draw without GL."""
+        del frames
+
+    def close(self) -> None:
+        """Let go of what the targets hold (GL: its windows and buffers)."""
+
+
+class RenderTargets(SceneTargets):
+    """The GL context, the atlas, mask and resolve buffers, every sample's camera and the
+    resolve cards of one renderer (see the module docstring)."""
+
+    def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
+                 display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
+                 far: float = 4000.0, *, look: Look, readback: str = "sync",
+                 readback_slots: int = READBACK_SLOTS, yuv: bool | None = False):
+        if readback not in READBACKS:
+            raise ValueError(f"render.readback is {readback!r}; expected sync or pbo")
+        if yuv and readback != "pbo":
+            raise ValueError("render.yuv is device but render.readback is sync: the GL "
+                             "backend's yuv420p planes are read back through pbo only")
+        super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
+                         look=look)
+        from panda3d.core import (
+            FrameBufferProperties,
+            GraphicsEngine,
+            GraphicsPipe,
+            GraphicsPipeSelection,
+            Texture,
+            WindowProperties,
+        )
+
         self.engine = GraphicsEngine.getGlobalPtr()
         pipe = GraphicsPipeSelection.getGlobalPtr().makeModulePipe(display)
         if pipe is None:
             raise RuntimeError(f"render: no graphics pipe from {display!r} (is EGL installed?)")
         self.pipe = pipe
-        self.scene = NodePath("scene")
-        self.tiles_per_row = max(1, min(self.N * len(VIEWS), 16384 // width))
-        ntiles = self.N * len(VIEWS)
-        rows = math.ceil(ntiles / self.tiles_per_row)
-        aw, ah = self.tiles_per_row * width, rows * height
-        if ah > 16384:
-            raise ValueError(f"render: {ntiles} tiles of {width}x{height} exceed a 16384 px "
-                             "atlas; use fewer samples or a smaller preset")
+        aw, ah = self.atlas_size
 
         def fbp(depth: bool, hdr: bool = False, gbuffer: bool = False) -> Any:
             p = FrameBufferProperties()
@@ -161,32 +295,25 @@ class RenderTargets:
         # (the same framebuffer attachment) and gl_readback reads it
         rtm = self.resolve.RTM_copy_ram if readback == "sync" else self.resolve.RTM_bind_or_copy
         self.resolve.addRenderTexture(self.out_tex, rtm, self.resolve.RTP_color)
-        mw, mh = max(1, width // mask_scale), max(1, height // mask_scale)
-        self.mask_scale = mask_scale
-        self.mask_size = (mw, mh)
+        mw, mh = self.mask_size
         self.mask_tex = Texture("mask")
         self.mask_buf = self.engine.makeOutput(pipe, "mask", 5, fbp(True),
                                                WindowProperties.size(mw * len(VIEWS), mh),
                                                flags, self.gsg, self.atlas)
         self.mask_buf.addRenderTexture(self.mask_tex, rtm, self.mask_buf.RTP_color)
         self.mask_buf.setClearColor((0, 0, 0, 1))
-        self._build_cameras(aw, ah)
+        self._bind_regions(aw, ah)
         self._build_resolve(aw, ah)
         self.readback = readback
-        self._done: deque[tuple[dict[str, np.ndarray], dict[str, np.ndarray]]] = deque()
-        self.meter_on = False
         # render.yuv: the views leave as yuv420p planes made by a GL pass (gl_yuv); None
         # (auto) where the readback is pbo on a GPU's driver, not a software rasterizer
         if yuv is None:
             yuv = readback == "pbo" and not self.software
         self.yuv = bool(yuv)
-        self.with_preview = False  # with yuv: hand the preview over too (set by the frame loop)
-        self.yuv_pass: Any = None
         if self.yuv:
             from .gl_yuv import YuvPass
 
             self.yuv_pass = YuvPass(self)
-        self.pbo: Any = None
         if readback == "pbo":
             from .gl_readback import PboReadback
 
@@ -208,58 +335,19 @@ class RenderTargets:
             return self.look.shading
         return "deferred" if compute and not self.software else "forward"
 
-    def _lens(self) -> Any:
-        from panda3d.core import PerspectiveLens
-
-        lens = PerspectiveLens()
-        lens.setFilmSize(self.W, self.H)
-        lens.setNearFar(self.near, self.far)
-        return lens
-
-    def _build_cameras(self, aw: int, ah: int) -> None:
-        from panda3d.core import (
-            BitMask32,
-            Camera,
-            ColorAttrib,
-            LightAttrib,
-            MaterialAttrib,
-            RenderState,
-            ShaderAttrib,
-            TextureAttrib,
-        )
-
-        self.cams: dict[tuple[str, int, int], Any] = {}
-        self.tile_origin: dict[tuple[str, int], tuple[int, int]] = {}
-        for v, view in enumerate(VIEWS):
+    def _bind_regions(self, aw: int, ah: int) -> None:
+        """A display region of the atlas for every sample's camera (its tile) and one of the
+        mask buffer for each view's mask camera, made in the cameras' order."""
+        for view in VIEWS:
             for t in range(self.T):
                 for s in range(self.S):
-                    k = t * self.S + s
-                    tile = v * self.N + k
-                    col, row = tile % self.tiles_per_row, tile // self.tiles_per_row
-                    x0, y0 = col * self.W, row * self.H
-                    self.tile_origin[(view, k)] = (x0, y0)
+                    x0, y0 = self.tile_origin[(view, t * self.S + s)]
                     dr = self.atlas.makeDisplayRegion(x0 / aw, (x0 + self.W) / aw,
                                                       y0 / ah, (y0 + self.H) / ah)
-                    cam = Camera(f"{view}_{t}_{s}", self._lens())
-                    cam.setCameraMask(BitMask32.bit(FP_BIT_BASE + t if view == "fp" else t))
-                    np_ = self.scene.attachNewNode(cam)
-                    dr.setCamera(np_)
-                    self.cams[(view, t, s)] = np_
-        mw, mh = self.mask_size
-        state = RenderState.make(ColorAttrib.makeFlat((1, 1, 1, 1)), TextureAttrib.makeAllOff(),
-                                 LightAttrib.makeAllOff(), MaterialAttrib.makeOff(),
-                                 ShaderAttrib.makeOff(), 100)
-        self.mask_cams: dict[str, Any] = {}
+                    dr.setCamera(self.cams[(view, t, s)])
         for v, view in enumerate(VIEWS):
             dr = self.mask_buf.makeDisplayRegion(v / len(VIEWS), (v + 1) / len(VIEWS), 0, 1)
-            lens = self._lens()
-            cam = Camera(f"mask_{view}", lens)
-            cam.setCameraMask(BitMask32.bit(FP_MASK_BIT if view == "fp" else MASK_BIT))
-            cam.setInitialState(state)
-            np_ = self.scene.attachNewNode(cam)
-            dr.setCamera(np_)
-            self.mask_cams[view] = np_
-        del mw, mh
+            dr.setCamera(self.mask_cams[view])
 
     def _build_resolve(self, aw: int, ah: int) -> None:
         from panda3d.core import (
@@ -365,7 +453,7 @@ class RenderTargets:
         """Draw one frame with the cameras as placed; its images come from :meth:`collect`,
         in submission order (sync: read now; pbo: read back behind a fence)."""
         if self.pbo is None:
-            self._done.append(self.draw())
+            super().submit()
             return
         if self.lighting is not None:
             self.lighting.before_frame()
@@ -376,9 +464,7 @@ class RenderTargets:
         :class:`~stages.media.video.Yuv420` per view and, ``with_preview``, the preview's —
         and mask (h, w) per view."""
         if self.pbo is None:
-            if not self._done:
-                raise RuntimeError("render: collect() with no frame submitted")
-            return self._done.popleft()
+            return super().collect()
         got = self.pbo.collect()
         if "yuv" in got:  # the planes' bytes are in order from GL's first (bottom) row
             colors = self.yuv_pass.unpack(got["yuv"], self.with_preview)
@@ -387,9 +473,13 @@ class RenderTargets:
 
     def discard(self) -> None:
         """Forget every submitted frame not collected (after an error mid-clip)."""
-        self._done.clear()
+        super().discard()
         if self.pbo is not None:
             self.pbo.discard()
+
+    def warmup(self, frames: int) -> None:
+        for _ in range(frames):
+            self.engine.renderFrame()
 
     def close(self) -> None:
         if self.pbo is not None:

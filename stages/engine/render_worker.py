@@ -69,6 +69,8 @@ def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     dev = SlotDevice.from_env()
     idx = bind_display(dev)
     r = ir._renderer()
+    if r.gsg is None:  # the compute backend: no GL context; torch's device is checked instead
+        return _open_compute_device(ir, dev, r)
     r.warmup(1)  # one frame: opens the GL context on the bound device
     gsg = r.gsg
     rec = check_device(dev, idx, str(gsg.getDriverRenderer()), str(gsg.getDriverVendor()),
@@ -77,6 +79,26 @@ def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     (ir.inst / "device.json").write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
     print(f"render: device: GPU {dev.gpu if dev.gpu is not None else '-'} EGL device {idx}: "
           f"{rec['gl_renderer']} ({rec['gl_vendor']})", flush=True)
+    return rec
+
+
+def _open_compute_device(ir: InstanceRenderer, dev: Any, r: Any) -> dict:
+    """The compute backend's device record: torch's device (the slot's GPU through
+    ``CUDA_VISIBLE_DEVICES``, or the CPU), checked against what the slot asked for."""
+    from .device import check_compute_device
+
+    device = str(getattr(r.targets, "device", "cpu"))
+    name, uuid = "cpu", None
+    if device.startswith("cuda"):
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.device(device))
+        name, uuid = str(props.name), f"GPU-{props.uuid}"
+    rec = check_compute_device(dev, device, name, uuid)
+    rec["slot"] = os.environ.get("WMFORGE_SLOT", "")
+    (ir.inst / "device.json").write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
+    print(f"render: device: GPU {dev.gpu if dev.gpu is not None else '-'}: compute backend on "
+          f"{device} ({name})", flush=True)
     return rec
 
 

@@ -31,7 +31,7 @@ from .clips import Clip, EggPoser, GltfPoser, in_place, read_gltf_clips
 from .level_render import LevelReport, LevelScene, load_level_lighting
 from .look import Look
 from .render_settings import YUV
-from .render_targets import MASK_BIT, RenderTargets
+from .render_targets import MASK_BIT, RenderTargets, SceneTargets
 from .replay_poses import (
     CharacterPose,
     SamplePose,
@@ -69,7 +69,7 @@ class ReplayRenderer:
             from .compute.targets import ComputeTargets
 
             choose_backend(backend, ground_truth)  # refuses ground-truth layers
-            self.targets: RenderTargets = ComputeTargets(
+            self.targets: SceneTargets = ComputeTargets(
                 width, height, spatial, temporal, display, mask_scale, near, far, look=look,
                 device=compute_device(), shading_rate=compute_shading, yuv=on_device)
         elif backend == "gl":
@@ -346,8 +346,7 @@ class ReplayRenderer:
                 self.gt.buf.setActive(True)
 
     def warmup(self, frames: int) -> None:
-        for _ in range(frames):
-            self.targets.engine.renderFrame()
+        self.targets.warmup(frames)
 
     def close(self) -> None:
         self.targets.close()

@@ -8,9 +8,11 @@ the props on their nodes exactly as for GL; ``draw()`` reads that state and rend
 the G-buffer from the scene's triangles (``gbuffer``: rasterizer, glTF materials, the sun's
 shadow map, the character skinned from its joint matrices), the lighting and sky (``shade``),
 the R11G11B10 storage of GL's atlas, the resolve (exposure, tone map, sRGB, 8 bits:
-``resolve``), and the mask cameras' coverage of the mask copy of the character. A GL context is
-still opened (``RenderTargets``' constructor: the level's textures are prepared in it and its
-scene-graph set-up is shared) but its buffers are switched off and never drawn.
+``resolve``), and the mask cameras' coverage of the mask copy of the character. No GL context
+is opened: the scene root, cameras and tile layout come from
+:class:`~stages.engine.render_targets.SceneTargets`, the GL-free half of the GL backend's
+targets, and the level's textures are read from RAM (``scene``), so the backend runs where no
+EGL or GL library is (a GPU container with compute capabilities only).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ...core.trajectory import VIEWS
 from ...media.video import label_bitmap
 from ..look import Look
 from ..render_settings import COMPUTE_SHADING
-from ..render_targets import RenderTargets
+from ..render_targets import SceneTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .compiled import Compiled
 from .gbuffer import GBufferRenderer
@@ -100,8 +102,8 @@ def resolve_leaders(radiance: torch.Tensor, lead: torch.Tensor, exposure: torch.
     return resolve_views(from_leaders(radiance, lead), exposure, tone_map)
 
 
-class ComputeTargets(RenderTargets):
-    """RenderTargets whose ``draw()`` renders in torch on ``device`` (see the module
+class ComputeTargets(SceneTargets):
+    """SceneTargets whose ``draw()`` renders in torch on ``device`` (see the module
     docstring). :meth:`bind` gives it the ReplayRenderer whose level and character it draws."""
 
     def __init__(self, width: int, height: int, spatial: int = 1, temporal: int = 1,
@@ -109,7 +111,8 @@ class ComputeTargets(RenderTargets):
                  far: float = 4000.0, *, look: Look, device: str = "cpu",
                  cpu_threads: int | None = 1, yuv: bool | None = None,
                  shading_rate: str = "pixel"):
-        # the GL side builds only the forward scene set-up (nothing is drawn with it)
+        # the level's scene keeps the forward set-up (the GL deferred G-buffer pass is never
+        # built); no GL context is opened
         super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
                          look=dataclasses.replace(look, shading="forward"))
         if shading_rate not in COMPUTE_SHADING:
@@ -119,8 +122,6 @@ class ComputeTargets(RenderTargets):
         # once per sample, as GL does
         self.shading_rate = shading_rate
         self.look = look
-        for buf in (self.atlas, self.resolve, self.mask_buf):
-            buf.setActive(False)
         # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
         # scene keeps forward's set-up (its deferred G-buffer pass is never built)
         self.shading = "deferred"

@@ -35,14 +35,14 @@ def short_traj(sample_library, tmp_path_factory) -> Path:
 
 
 def _render(traj: Path, out: Path, backend: str, shading: str = "auto",
-            preview: bool = False) -> Path:
+            preview: bool = False, yuv: str = "auto") -> Path:
     from stages.engine.instance_render import InstanceRenderer
 
     rcfg = load_params(overrides=[
         "render.width=96", "render.height=54", "render.spatial_samples=1",
         "render.temporal_samples=1", "render.mask_scale=1", "render.warmup_frames=1",
         "render.shadow_map_size=512", f"render.preview={str(preview).lower()}",
-        f"render.backend={backend}", f"render.shading={shading}"]).render
+        f"render.backend={backend}", f"render.shading={shading}", f"render.yuv={yuv}"]).render
     out.mkdir(parents=True)
     ir = InstanceRenderer(out, render_settings(rcfg, 30), "p3headlessgl", Path.cwd())
     try:
@@ -112,22 +112,22 @@ def test_compute_backend_gives_the_same_bytes_twice(renders):
 
 def test_yuv420_made_by_the_renderer_reaches_the_encoders(renders, short_traj, tmp_path,
                                                            monkeypatch):
-    """As on a GPU (``yuv`` defaults on there), forced here: the views and the tiled preview
-    leave the compute targets as yuv420p planes converted in torch, the encoders convert
-    nothing, and the videos are the RGB path's within the ±1 of the conversion."""
-    from stages.engine.compute.targets import ComputeTargets
+    """As on a GPU (``render.yuv`` auto is device there), asked for here (device): the views
+    and the tiled preview leave the compute targets as yuv420p planes converted in torch, the
+    encoders convert nothing, and the videos are the RGB path's within the ±1 of the
+    conversion."""
     from stages.media.video import Yuv420, tile_preview
 
-    monkeypatch.setitem(ComputeTargets.__init__.__kwdefaults__, "yuv", True)
     written: list[type] = []
     from stages.media import video
 
     orig = video.VideoWriter.write
     monkeypatch.setattr(video.VideoWriter, "write",
                         lambda self, img: (written.append(type(img)), orig(self, img))[1])
-    out = _render(short_traj, tmp_path / "yuv", "compute", preview=True)
+    out = _render(short_traj, tmp_path / "yuv", "compute", preview=True, yuv="device")
     assert written and set(written) == {Yuv420}  # every picture, views and preview
     meta = json.loads((out / "meta.json").read_text())
+    assert meta["yuv"] == "device"
     assert meta["frame_count"] == FRAMES and meta["alignment"]["aligned_fraction"] == 1.0
     views = {}
     for v in VIEWS:
