@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -250,6 +250,20 @@ case "$what" in
         --frames 150 --procs "$p" --backend gl --readback pbo --yuv encoder,device \
         --json "$OUT/bench_gl_yuv_$p.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -4 || true
     done ;;
+  cstart) # issue #30, the compute renderers' start-up: MPS_PROCS renderers under CUDA MPS,
+          # without and then with a node compile cache (a fresh folder: one compiles, the
+          # others wait and load), then again with that folder warm
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p /tmp/mps_pipe /tmp/mps_log
+    nvidia-cuda-mps-control -d && sleep 1
+    rm -rf /tmp/cc_node
+    for c in "" /tmp/cc_node /tmp/cc_node; do
+      timeout 170 python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+        --frames 150 --procs "${MPS_PROCS:-8}" --backend compute:pixel ${c:+--compile-cache "$c"} \
+        --json "$OUT/cstart_${c:+cache}_$(date +%s).json" 2>&1 | grep -v "egldisplay\|glgsg" \
+        | tail -3 || true
+    done
+    echo quit | nvidia-cuda-mps-control || true ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

@@ -202,6 +202,8 @@ class LevelUnit:
         owner = try_lock(inst / OWNER_LOCK)
         ispec = {"level_id": self.level_id, "settings": settings.as_dict(),
                  "display": ctx.cfg.engine.display, "readback": rcfg.readback,
+                 "compile_cache": (str(ctx.base / rcfg.compile_cache_dir)
+                                   if rcfg.compile_cache_dir else None),
                  "base": str(ctx.base), "jobs": jobs,
                  "path_map": self.path_map2, "lineage": {"code_version": code}}
         argv = python_argv("stages.engine.render_worker", str(inst))

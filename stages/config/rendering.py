@@ -145,6 +145,13 @@ class RenderConfig:
     # encoder on a software rasterizer or the CPU). Within 1 code of each other: part of the
     # render key; meta.json's yuv records the one used. Unreal ignores it
     yuv: str = "auto"
+    # the node's torch.compile cache for the compute backend (relative: under the project's
+    # base; stages/engine/compute/compile_cache.py): kept across runs and restarts, and the
+    # node's renderers of one configuration compile their graphs once, one renderer at a time
+    # (the others wait and load them). Not part of the render key (the same bytes either way);
+    # TORCHINDUCTOR_CACHE_DIR, where set, wins; empty: neither (torch's own default under /tmp,
+    # every renderer compiling for itself). GL and Unreal ignore it
+    compile_cache_dir: str = ".cache/wmforge/torch_compile"
     # ground-truth layers written beside each view's MP4 (docs/ground-truth.md): any of depth,
     # normals, ids, mask, flow_fwd, flow_bwd; [] = off. Default off: on the 2-core CPU box at
     # 540p x 1 even the cheapest layer (mask) ran at 36-77 % of RGB-only five-view frames/s

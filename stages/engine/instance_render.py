@@ -35,11 +35,15 @@ class InstanceRenderer:
 
     def __init__(self, inst: Path, settings: RenderSettings | dict, display: str, base: Path,
                  log=print, path_map: dict[str, str] | None = None,
-                 lineage: dict | None = None, readback: str = "sync"):
+                 lineage: dict | None = None, readback: str = "sync",
+                 compile_cache: str | None = None):
         self.inst, self.base, self.log = inst, base, log
         # render.readback: how GL frames reach RAM (not part of the render key: the same
         # bytes either way)
         self.readback = readback
+        # render.compile_cache_dir made absolute by the node (compute backend only; not part
+        # of the render key either)
+        self.compile_cache = compile_cache
         self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
@@ -80,7 +84,8 @@ class InstanceRenderer:
                                     ground_truth=self.s.ground_truth,
                                     backend=choose_backend(self.s.backend, self.s.ground_truth),
                                     readback=self.readback,
-                                    compute_shading=self.s.compute_shading, yuv=self.s.yuv)
+                                    compute_shading=self.s.compute_shading, yuv=self.s.yuv,
+                                    compile_cache=self.compile_cache, on_wait=self.beat)
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:

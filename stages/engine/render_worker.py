@@ -96,6 +96,8 @@ def _open_compute_device(ir: InstanceRenderer, dev: Any, r: Any) -> dict:
         name, uuid = str(props.name), f"GPU-{props.uuid}"
     rec = check_compute_device(dev, device, name, uuid)
     rec["slot"] = os.environ.get("WMFORGE_SLOT", "")
+    cache = getattr(r.targets, "compile_cache", None)
+    rec["compile_cache"] = None if cache is None else str(cache)
     (ir.inst / "device.json").write_text(json.dumps(rec, indent=1, sort_keys=True) + "\n")
     print(f"render: device: GPU {dev.gpu if dev.gpu is not None else '-'}: compute backend on "
           f"{device} ({name})", flush=True)
@@ -113,7 +115,8 @@ def worker(inst: Path) -> int:
     fault_injection.at("render", level_id)
     ir = InstanceRenderer(inst, spec["settings"], spec.get("display", "p3headlessgl"), base,
                           path_map=spec.get("path_map"), lineage=spec.get("lineage"),
-                          readback=str(spec.get("readback", "sync")))
+                          readback=str(spec.get("readback", "sync")),
+                          compile_cache=spec.get("compile_cache"))
     _open_device(ir, spec)
     done = read_progress(inst)
     finished = 0

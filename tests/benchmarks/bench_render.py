@@ -18,7 +18,9 @@ together once their processes are warm (compiled kernels, loaded level).
 pbo: pixel-pack buffers and fences, stages/engine/gl_readback.py); the same bytes either way.
 ``--yuv``: ``render.yuv`` of each run (device: the views leave the GPU as yuv420p planes,
 gl_yuv.py or compute/yuv.py; encoder: swscale in the encoding threads; auto: the config's
-rule). A GL run with device needs ``--readback pbo``.
+rule). A GL run with device needs ``--readback pbo``. ``--compile-cache DIR``: the compute
+renderers' ``render.compile_cache_dir`` (one renderer compiles, the others wait and load;
+stages/engine/compute/compile_cache.py); without it each uses torch's default cache.
 
 It builds the sample library (without the wheel assets) and Stage I trajectories in a scratch
 folder, then runs ``--procs`` renderer processes side by side, each over its own trajectory
@@ -101,7 +103,8 @@ def steady_rate(times: list[list[float]], procs: int) -> float | None:
 def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  frames: int, tmp: Path, enc_threads: int, variant: str = "",
                  backend: str = "gl", warmup: int | None = None,
-                 readback: str = "sync", yuv: str = "auto") -> dict:
+                 readback: str = "sync", yuv: str = "auto",
+                 compile_cache: str = "") -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
     backend, _, rate = backend.partition(":")
@@ -122,6 +125,7 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
             {"settings": settings.as_dict(), "base": os.getcwd(), "readback": readback,
+             **({"compile_cache": compile_cache} if compile_cache else {}),
              "jobs": [
                 {"name": "traj_0000", "key": "0" * 16,
                  "traj_dir": str(lvl_dir / f"traj_{p:04d}")}]}))
@@ -202,6 +206,7 @@ def main() -> None:
                     "or both (gl,compute)")
     ap.add_argument("--warmup", type=int, default=None, help="render.warmup_frames")
     ap.add_argument("--yuv", default="auto", help="render.yuv per run: auto, device, encoder")
+    ap.add_argument("--compile-cache", default="", help="render.compile_cache_dir (compute)")
     ap.add_argument("--readback", default="sync", help="render.readback per GL run: sync, "
                     "pbo or both (sync,pbo)")
     ap.add_argument("--json", default="")
@@ -224,7 +229,8 @@ def main() -> None:
                                     for rb in args.readback.split(",")
                                     for yv in args.yuv.split(",")):
                 r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
-                                 args.encoder_threads, v, b, args.warmup, rb, yv)
+                                 args.encoder_threads, v, b, args.warmup, rb, yv,
+                                 args.compile_cache)
                 results.append(r)
                 if v == "overdraw":
                     print(f"render [overdraw] x{s}: {r['overdraw']}", flush=True)

@@ -29,6 +29,7 @@ from ..look import Look
 from ..render_settings import COMPUTE_SHADING
 from ..render_targets import SceneTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
+from .compile_cache import FirstCompile, config_key, sources_digest, use_cache
 from .compiled import Compiled
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
@@ -110,7 +111,8 @@ class ComputeTargets(SceneTargets):
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, device: str = "cpu",
                  cpu_threads: int | None = 1, yuv: bool | None = None,
-                 shading_rate: str = "pixel"):
+                 shading_rate: str = "pixel", compile_cache: str | None = None,
+                 on_wait: Any = None):
         # the level's scene keeps the forward set-up (the GL deferred G-buffer pass is never
         # built); no GL context is opened
         super().__init__(width, height, spatial, temporal, display, mask_scale, near, far,
@@ -153,8 +155,27 @@ class ComputeTargets(SceneTargets):
         self._packed: Any = (Compiled(packed_planes, "yuv.packed_planes", dynamic=False)
                              if self.device.type == "cuda" else packed_planes)
         self._merged: MergedShading | None = None
+        # the node's compile cache (render.compile_cache_dir) and its first-compile gate:
+        # only where graphs are compiled (gate_compiles: on a GPU); on_wait is the renderer's
+        # heartbeat while it waits for another renderer's compile
+        self.compile_cache = use_cache(compile_cache) if compile_cache else None
+        self.gate_compiles = self.device.type == "cuda"
+        self._first: FirstCompile | None = None
+        if self.compile_cache is not None and self.gate_compiles:
+            self.start_gate(on_wait)
         self._lighting: tuple[str, Any] | None = None
         self._exposure_t: tuple[float, torch.Tensor] | None = None
+
+    def start_gate(self, on_wait: Any = None) -> FirstCompile:
+        """The first-compile gate for this configuration (entered at the first draw)."""
+        if self.compile_cache is None:
+            raise RuntimeError("compute render: no compile cache folder to gate compiles in")
+        name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
+                else "cpu")
+        key = config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
+                         self.shading_rate, self.yuv, sources_digest())
+        self._first = FirstCompile(self.compile_cache, key, beat=on_wait)
+        return self._first
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -216,7 +237,35 @@ class ComputeTargets(SceneTargets):
     def draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """One frame with the cameras, sun, character and props as placed: colour (H, W, 3)
         uint8 and mask (h, w) bool per view (in meter mode each colour pixel holds the meter
-        code in all three channels, as GL's resolve writes it)."""
+        code in all three channels, as GL's resolve writes it).
+
+        Where graphs are compiled (``gate_compiles``: on a GPU) and a compile cache is set,
+        the frames until the first colour (not meter) frame are this configuration's first
+        compile on the node (``compile_cache.FirstCompile``): one renderer compiles them while
+        the others wait, then load them from the cache."""
+        gate = self._gate()
+        try:
+            out = self._draw()
+        except BaseException:
+            if gate is not None:
+                gate.leave(ok=False)
+                self._first = None
+            raise
+        if gate is not None and not self.meter_on:
+            gate.leave(ok=True)
+            self._first = None
+        return out
+
+    def _gate(self) -> FirstCompile | None:
+        """The first-compile gate of this renderer, entered (None once its frames are done,
+        or where nothing is compiled or no cache is set)."""
+        if self._first is None:
+            return None
+        if not self._first.entered:
+            self._first.enter()
+        return self._first
+
+    def _draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         gbr = self._geometry()
         level = self.replay.level
         sun = (sun_from_node(level.sun, self.scene, self.look.shadow_map_size,

@@ -1,0 +1,151 @@
+"""A node's persistent ``torch.compile`` cache, and one renderer compiling at a time.
+
+On a GPU the compute backend compiles its graphs (Inductor, Triton) in its first frames: about
+45-55 s on a lent H100 (docs/compute-renderer.md). Inductor keeps what it compiled in
+``TORCHINDUCTOR_CACHE_DIR`` (FX graphs, AOT autograd, and Triton's kernels beneath it), and a
+process that finds a graph there loads it instead of compiling it (on this CPU machine, two
+small graphs: 15.6 s cold, 1.3 s warm). Two things are added here:
+
+- **Where**: :func:`use_cache` points that variable at the node's own folder
+  (``render.compile_cache_dir``, under the project's base), so it outlives a reboot or a new
+  container (Inductor's default is under ``/tmp``), unless the operator already set it.
+- **Who compiles**: a node starts its renderers together, and each would compile the same
+  graphs at once (N times the CPU, on the cores x264 needs). :class:`FirstCompile` lets the
+  first renderer of a configuration (the *leader*: it holds an exclusive ``flock``) compile
+  during its first frames while the others (*followers*) wait, then load from the warm cache.
+  A marker file records a warm configuration, so later renderers do not wait at all. The lock
+  is the kernel's: a leader that dies lets go of it, and a follower that waited ``wait_s``
+  goes on and compiles itself. A follower's wait calls ``beat`` (the renderer's heartbeat), so
+  the node runner does not take the wait for a stall.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENV = "TORCHINDUCTOR_CACHE_DIR"
+WAIT_S = 600.0  # a follower waits at most this long for the leader, then compiles itself
+POLL_S = 0.25
+
+
+def use_cache(path: str | os.PathLike[str] | None) -> Path | None:
+    """Point Inductor's cache at ``path`` (made if missing) unless ``TORCHINDUCTOR_CACHE_DIR``
+    is set already (the operator's choice wins). Returns the folder in effect, or None where
+    neither says one. Call before the first compile."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    if not path:
+        return None
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OSError(f"render.compile_cache_dir {str(p)!r}: cannot make the folder ({exc})") \
+            from None
+    os.environ[ENV] = str(p)
+    return p
+
+
+def config_key(*parts: Any) -> str:
+    """A short digest naming one configuration of compiled graphs (torch version, device,
+    sizes, the compute package's sources...)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def sources_digest() -> str:
+    """The compute package's source files, hashed: new code means new graphs to compile."""
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+class FirstCompile:
+    """One configuration's first frames, compiled by one renderer of the node at a time (see
+    the module docstring). :meth:`enter` before the first frame, :meth:`leave` after the
+    frames that compile; ``role`` says what this renderer was: ``warm`` (the marker was
+    there), ``leader``, ``follower`` (waited for a leader) or ``alone`` (waited ``wait_s``
+    in vain, or could not take the lock)."""
+
+    def __init__(self, cache_dir: Path, key: str, *, wait_s: float = WAIT_S,
+                 beat: Callable[[], Any] | None = None):
+        self.dir = Path(cache_dir) / "wmforge"
+        self.key = key
+        self.wait_s = float(wait_s)
+        self.beat = beat
+        self.role = ""
+        self.waited_s = 0.0
+        self._fd: int | None = None
+
+    @property
+    def marker(self) -> Path:
+        return self.dir / f"warm-{self.key}"
+
+    @property
+    def entered(self) -> bool:
+        return bool(self.role)
+
+    def enter(self) -> str:
+        """Take this renderer's part; blocks a follower until the leader is done."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.marker.exists():
+            self.role = "warm"
+            return self.role
+        fd = os.open(self.dir / f"lock-{self.key}", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            if self.marker.exists():  # a leader finished between the check and the lock
+                os.close(fd)
+                self.role = "warm"
+                return self.role
+            self._fd = fd
+            self.role = "leader"
+            return self.role
+        t0 = time.monotonic()
+        self.role = "alone"
+        try:
+            while time.monotonic() - t0 < self.wait_s:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    if self.beat is not None:
+                        self.beat()
+                    time.sleep(POLL_S)
+                    continue
+                self.role = "follower"
+                break
+        finally:
+            self.waited_s = time.monotonic() - t0
+            os.close(fd)  # a shared lock, if taken, goes with it
+        return self.role
+
+    def leave(self, ok: bool = True) -> None:
+        """The compiling frames are done (``ok``: they rendered): a leader marks the
+        configuration warm and lets the followers go."""
+        if self._fd is None:
+            return
+        try:
+            if ok:
+                tmp = self.marker.with_suffix(".part")
+                tmp.write_text(f"{os.getpid()} {time.time():.0f}\n")
+                os.replace(tmp, self.marker)
+        finally:
+            os.close(self._fd)  # the exclusive lock goes with it
+            self._fd = None
+
+
+__all__ = ["ENV", "FirstCompile", "config_key", "sources_digest", "use_cache"]

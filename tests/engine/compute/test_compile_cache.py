@@ -1,0 +1,197 @@
+"""render.compile_cache_dir (issue #30: the compile once per node): Inductor's cache in the
+node's own folder, and one renderer of a configuration compiling at a time while the others
+wait and then load its graphs (``stages/engine/compute/compile_cache.py``).
+
+Real processes and real locks: a leader holding the lock, a follower waiting on it (with its
+heartbeat) and going on when the leader is done, is killed with kill -9, or takes too long;
+real torch.compile graphs (Inductor's CPU back end) compiled by a leader and loaded warm by a
+follower; the compute renderer's first frames gated on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stages.engine.compute import compile_cache as cc
+
+REPO = Path(__file__).resolve().parents[3]
+
+# one renderer's part: enter, hold (seconds, as compiling would), leave; prints its record
+PART = """
+import json, sys, time
+from pathlib import Path
+from stages.engine.compute.compile_cache import FirstCompile
+cache, key, hold, wait_s = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+beats = []
+g = FirstCompile(cache, key, wait_s=wait_s, beat=lambda: beats.append(1))
+t0 = time.monotonic()
+print("ENTERING", flush=True)
+role = g.enter()
+print("ENTERED " + role, flush=True)
+time.sleep(hold if role == "leader" else 0)
+g.leave(ok=True)
+print("RESULT " + json.dumps({"role": role, "waited_s": g.waited_s, "beats": len(beats),
+                               "t": time.monotonic() - t0}), flush=True)
+"""
+
+# a leader or follower that compiles two real graphs inside its gated part
+COMPILE = """
+import json, sys, time
+from pathlib import Path
+from stages.engine.compute.compile_cache import FirstCompile, use_cache
+cache = use_cache(sys.argv[1])
+import torch
+from stages.engine.compute.yuv import packed_planes
+from stages.engine.compute.targets import resolve_views
+g = FirstCompile(cache, "probe")
+role = g.enter()
+t0 = time.monotonic()
+torch.compile(packed_planes, dynamic=False)(torch.zeros((5, 54, 96, 3), dtype=torch.uint8))
+torch.compile(resolve_views, dynamic=False)(torch.rand(5, 2, 54, 96, 3), torch.tensor(1.0),
+                                            "aces")
+compile_s = time.monotonic() - t0
+g.leave(ok=True)
+print("RESULT " + json.dumps({"role": role, "compile_s": compile_s, "waited_s": g.waited_s}))
+"""
+
+
+def _start(code: str, *args: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != cc.ENV}
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**env, "PYTHONPATH": str(REPO)})
+
+
+def _wait_for(p: subprocess.Popen, word: str) -> str:
+    assert p.stdout is not None
+    while True:
+        line = p.stdout.readline()
+        assert line, f"the process ended before {word!r}: {p.stderr.read() if p.stderr else ''}"
+        if line.startswith(word):
+            return line
+
+
+def _result(p: subprocess.Popen, timeout: float = 120) -> dict:
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, err[-3000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_followers_wait_for_the_leader_then_later_ones_find_it_warm(tmp_path):
+    leader = _start(PART, str(tmp_path), "k1", "3", "60")
+    assert _wait_for(leader, "ENTERED").split()[1] == "leader"
+    follower = _start(PART, str(tmp_path), "k1", "0", "60")
+    other_key = _start(PART, str(tmp_path), "k2", "0", "60")  # another configuration
+    lead, fol, other = _result(leader), _result(follower), _result(other_key)
+    assert lead["role"] == "leader" and other["role"] == "leader" and other["waited_s"] == 0
+    assert fol["role"] == "follower" and fol["waited_s"] > 1.5  # it waited for the leader
+    assert fol["beats"] >= 3  # and kept its heartbeat going meanwhile
+    assert (tmp_path / "wmforge" / "warm-k1").exists()
+    later = _result(_start(PART, str(tmp_path), "k1", "0", "60"))
+    assert later == {"role": "warm", "waited_s": 0.0, "beats": 0, "t": later["t"]}
+
+
+def test_a_leader_killed_while_compiling_lets_the_followers_go(tmp_path):
+    leader = _start(PART, str(tmp_path), "k", "600", "60")
+    _wait_for(leader, "ENTERED leader")
+    follower = _start(PART, str(tmp_path), "k", "0", "60")
+    _wait_for(follower, "ENTERING")
+    time.sleep(1.0)
+    os.kill(leader.pid, signal.SIGKILL)
+    leader.wait(timeout=30)
+    fol = _result(follower)
+    assert fol["role"] == "follower" and fol["waited_s"] < 30
+    assert not (tmp_path / "wmforge" / "warm-k").exists()  # nothing marked warm
+    # the next renderer compiles (leads), as nothing was finished
+    assert _result(_start(PART, str(tmp_path), "k", "0", "60"))["role"] == "leader"
+
+
+def test_a_follower_stops_waiting_after_wait_s(tmp_path):
+    leader = _start(PART, str(tmp_path), "k", "8", "60")
+    _wait_for(leader, "ENTERED leader")
+    fol = _result(_start(PART, str(tmp_path), "k", "0", "1"))
+    assert fol["role"] == "alone" and 1.0 <= fol["waited_s"] < 5
+    assert _result(leader)["role"] == "leader"
+
+
+def test_real_graphs_compiled_once_then_loaded(tmp_path):
+    """Two processes with the node's cache folder: the leader compiles two real graphs
+    (Inductor's CPU back end); the follower waits and loads them from the cache, in a
+    fraction of the time; the graphs are in the folder."""
+    cache = tmp_path / "cache"
+    leader = _start(COMPILE, str(cache))
+    time.sleep(0.5)
+    follower = _start(COMPILE, str(cache))
+    lead, fol = _result(leader, 600), _result(follower, 600)
+    roles = sorted([lead["role"], fol["role"]])
+    assert roles == ["follower", "leader"], roles
+    first, second = (lead, fol) if lead["role"] == "leader" else (fol, lead)
+    assert second["waited_s"] > 0.5 * first["compile_s"]
+    assert second["compile_s"] < first["compile_s"] / 3, (first, second)
+    assert any((cache / "fxgraph").rglob("*")), sorted(p.name for p in cache.iterdir())
+
+
+def test_use_cache_sets_the_folder_unless_the_operator_did(tmp_path, monkeypatch):
+    monkeypatch.delenv(cc.ENV, raising=False)
+    assert cc.use_cache(None) is None and cc.ENV not in os.environ
+    d = tmp_path / "a" / "b"
+    assert cc.use_cache(d) == d and d.is_dir() and os.environ[cc.ENV] == str(d)
+    monkeypatch.setenv(cc.ENV, str(tmp_path / "operator"))
+    assert cc.use_cache(tmp_path / "mine") == tmp_path / "operator"
+    monkeypatch.delenv(cc.ENV)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OSError, match=r"render\.compile_cache_dir '.*file/sub': cannot make"):
+        cc.use_cache(tmp_path / "file" / "sub")
+
+
+def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path, monkeypatch):
+    """The compute renderer with a compile cache: nothing is gated on the CPU (nothing is
+    compiled there); gated as on a GPU, the first renderer of a configuration leads until its
+    first colour frame (the meter frames included) and marks it warm; the next one finds it
+    warm; the render worker's device.json names the folder."""
+    from stages.cluster.keys import render_settings
+    from stages.config import load_params
+    from stages.engine.instance_render import InstanceRenderer
+    from tests.conftest import make_trajectories
+
+    monkeypatch.delenv(cc.ENV, raising=False)
+    traj = make_trajectories(sample_library, tmp_path / "traj", 1, 3)
+    traj = traj / "NatureValley__AlpineMeadow" / "traj_0000"
+    cache = tmp_path / "cache"
+    rcfg = load_params(overrides=[
+        "render.width=64", "render.height=36", "render.spatial_samples=1",
+        "render.temporal_samples=1", "render.mask_scale=1", "render.warmup_frames=0",
+        "render.meter_frames=2", "render.shadow_map_size=256", "render.preview=false",
+        "render.backend=compute"]).render
+    roles = []
+    for run in ("first", "second"):
+        ir = InstanceRenderer(tmp_path / run, render_settings(rcfg, 30), "p3headlessgl",
+                              Path.cwd(), compile_cache=str(cache))
+        try:
+            t = ir._renderer().targets
+            assert t.compile_cache == cache and t._first is None  # CPU: no compiles to gate
+            t.gate_compiles = True
+            gate = t.start_gate()
+            seen = []
+            real = t._draw
+            monkeypatch.setattr(t, "_draw", lambda real=real, t=t, seen=seen: (
+                seen.append((t.meter_on, t._first is not None)), real())[1])
+            ir.render(traj, "traj_0000", "k" * 16)
+            roles.append(gate.role)
+            assert t._first is None  # the gate was left after the first colour frame
+            # meter frames (and the prime) and the first colour frame ran gated, no later one
+            first_colour = [m for m, _ in seen].index(False)
+            assert all(g for _, g in seen[:first_colour + 1]) and not any(
+                g for _, g in seen[first_colour + 1:])
+        finally:
+            ir.close()
+    assert roles == ["leader", "warm"]
+    assert len(list((cache / "wmforge").glob("warm-*"))) == 1
