@@ -31,8 +31,8 @@ FRAMES = 8
 W, H = 96, 54  # H / 2 = 27 chroma rows: an odd count, the vertical filter's edge case
 
 
-def _cfg(yuv: str, preview: str = "true"):
-    return small_render_cfg(width=W, height=H, spatial_samples=2, temporal_samples=1,
+def _cfg(yuv: str, preview: str = "true", width: int = W, height: int = H):
+    return small_render_cfg(width=width, height=height, spatial_samples=2, temporal_samples=1,
                             mask_scale=1, meter_frames=2, warmup_frames=1, preview=preview,
                             yuv=yuv)
 
@@ -73,13 +73,15 @@ def _planes(p: Yuv420) -> tuple[np.ndarray, ...]:
     return p.y, p.u, p.v
 
 
+@pytest.mark.parametrize("size", [(W, H), (100, 50), (98, 54), (64, 36)])
 def test_the_gl_pass_makes_the_encoders_planes_of_the_same_frame(sample_library, traj,
-                                                                  tmp_path):
+                                                                  tmp_path, size):
     """One frame read back both ways at once (the RGB strip and the packed planes, behind one
     fence): every view's planes and the preview's are the conversion of that RGB within one
     code, almost all exact; the read-back is 1.5 bytes a pixel plus the preview's."""
-    ir = InstanceRenderer(tmp_path, render_settings(_cfg("device"), 30), "p3headlessgl",
-                          Path.cwd(), readback="pbo")
+    w, h = size
+    ir = InstanceRenderer(tmp_path, render_settings(_cfg("device", width=w, height=h), 30),
+                          "p3headlessgl", Path.cwd(), readback="pbo")
     try:
         pf = PosedFrames(ir, traj)
         t = ir.r.targets
@@ -106,8 +108,8 @@ def test_the_gl_pass_makes_the_encoders_planes_of_the_same_frame(sample_library,
                     assert d_ref.max() <= 1 and d_sws.max() <= 1, (name, k, d_ref.max(),
                                                                    d_sws.max())
                     assert (d_ref == 0).mean() > 0.99, (name, k, (d_ref == 0).mean())
-        assert got["yuv"].nbytes == 4 * np.prod(buffer_size(W, H))
-        assert got["yuv"].nbytes - stream_bytes(W, H) < 4 * buffer_size(W, H)[0]
+        assert got["yuv"].nbytes == 4 * np.prod(buffer_size(w, h))
+        assert got["yuv"].nbytes - stream_bytes(w, h) < 4 * buffer_size(w, h)[0]
     finally:
         ir.close()
 
