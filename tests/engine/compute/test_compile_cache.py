@@ -22,6 +22,7 @@ import pytest
 from stages.engine.compute import compile_cache as cc
 
 REPO = Path(__file__).resolve().parents[3]
+ENV_AT_IMPORT = os.environ.get(cc.ENV)  # test_zz_...: left as found
 
 # one renderer's part: enter, hold (seconds, as compiling would), leave; prints its record
 PART = """
@@ -60,6 +61,15 @@ compile_s = time.monotonic() - t0
 g.leave(ok=True)
 print("RESULT " + json.dumps({"role": role, "compile_s": compile_s, "waited_s": g.waited_s}))
 """
+
+
+@pytest.fixture
+def no_cache_env(monkeypatch):
+    """TORCHINDUCTOR_CACHE_DIR unset for the test and restored after it, whatever use_cache
+    set meanwhile (``monkeypatch.delenv`` of an unset variable records nothing to undo)."""
+    monkeypatch.setenv(cc.ENV, "")
+    monkeypatch.delenv(cc.ENV)
+    return monkeypatch
 
 
 def _start(code: str, *args: str) -> subprocess.Popen:
@@ -139,8 +149,8 @@ def test_real_graphs_compiled_once_then_loaded(tmp_path):
     assert any((cache / "fxgraph").rglob("*")), sorted(p.name for p in cache.iterdir())
 
 
-def test_use_cache_sets_the_folder_unless_the_operator_did(tmp_path, monkeypatch):
-    monkeypatch.delenv(cc.ENV, raising=False)
+def test_use_cache_sets_the_folder_unless_the_operator_did(tmp_path, no_cache_env):
+    monkeypatch = no_cache_env
     assert cc.use_cache(None) is None and cc.ENV not in os.environ
     d = tmp_path / "a" / "b"
     assert cc.use_cache(d) == d and d.is_dir() and os.environ[cc.ENV] == str(d)
@@ -152,7 +162,8 @@ def test_use_cache_sets_the_folder_unless_the_operator_did(tmp_path, monkeypatch
         cc.use_cache(tmp_path / "file" / "sub")
 
 
-def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path, monkeypatch):
+def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
+                                                      no_cache_env):
     """The compute renderer with a compile cache: nothing is gated on the CPU (nothing is
     compiled there); gated as on a GPU, the first renderer of a configuration leads until its
     first colour frame (the meter frames included) and marks it warm; the next one finds it
@@ -162,7 +173,7 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path, 
     from stages.engine.instance_render import InstanceRenderer
     from tests.conftest import make_trajectories
 
-    monkeypatch.delenv(cc.ENV, raising=False)
+    monkeypatch = no_cache_env
     traj = make_trajectories(sample_library, tmp_path / "traj", 1, 3)
     traj = traj / "NatureValley__AlpineMeadow" / "traj_0000"
     cache = tmp_path / "cache"
@@ -195,3 +206,10 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path, 
             ir.close()
     assert roles == ["leader", "warm"]
     assert len(list((cache / "wmforge").glob("warm-*"))) == 1
+
+
+def test_zz_the_tests_leave_the_cache_variable_as_they_found_it():
+    """use_cache sets TORCHINDUCTOR_CACHE_DIR for the whole process: the tests above that
+    call it (directly or through the compute renderer) must not leave it set for the tests
+    after them (which would compile into a tmp folder of another test)."""
+    assert os.environ.get(cc.ENV) == ENV_AT_IMPORT
