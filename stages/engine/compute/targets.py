@@ -358,6 +358,9 @@ class ComputeTargets(SceneTargets):
         return {v: cov[i] for i, v in enumerate(VIEWS)}
 
     def close(self) -> None:
+        if self._first is not None:  # closed inside the gate: let the others go, not warm
+            self._first.leave(ok=False)
+            self._first = None
         self._geo, self._gbr = None, None
         torch.set_num_threads(self._threads)
         super().close()

@@ -213,3 +213,30 @@ def test_zz_the_tests_leave_the_cache_variable_as_they_found_it():
     call it (directly or through the compute renderer) must not leave it set for the tests
     after them (which would compile into a tmp folder of another test)."""
     assert os.environ.get(cc.ENV) == ENV_AT_IMPORT
+
+
+def test_a_renderer_closed_inside_its_gate_lets_the_others_go(tmp_path, no_cache_env):
+    """A leader closed before its first colour frame (its jobs failed after the meter
+    frames, say) lets go of the lock then, not at the process's exit: the next renderer of
+    the configuration in this process (or another) leads at once, and nothing is marked
+    warm."""
+    from stages.cluster.keys import render_settings
+    from stages.config import load_params
+    from stages.engine.instance_render import InstanceRenderer
+
+    cache = tmp_path / "cache"
+    rcfg = load_params(overrides=[
+        "render.width=64", "render.height=36", "render.spatial_samples=1",
+        "render.temporal_samples=1", "render.preview=false", "render.backend=compute"]).render
+    ir = InstanceRenderer(tmp_path / "r", render_settings(rcfg, 30), "p3headlessgl",
+                          Path.cwd(), compile_cache=str(cache))
+    try:
+        t = ir._renderer().targets
+        gate = t.start_gate()
+        assert t._gate() is gate and gate.role == "leader"  # as after a first meter frame
+    finally:
+        ir.close()
+    nxt = cc.FirstCompile(cache, gate.key, wait_s=1.0)
+    assert nxt.enter() == "leader" and nxt.waited_s == 0.0
+    nxt.leave(ok=False)
+    assert not gate.marker.exists()
