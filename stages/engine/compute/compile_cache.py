@@ -14,9 +14,10 @@ small graphs: 15.6 s cold, 1.3 s warm). Two things are added here:
   first renderer of a configuration (the *leader*: it holds an exclusive ``flock``) compile
   during its first frames while the others (*followers*) wait, then load from the warm cache.
   A marker file records a warm configuration, so later renderers do not wait at all. The lock
-  is the kernel's: a leader that dies lets go of it, and a follower that waited ``wait_s``
-  goes on and compiles itself. A follower's wait calls ``beat`` (the renderer's heartbeat), so
-  the node runner does not take the wait for a stall.
+  is the kernel's: a leader that dies (or whose frames fail) lets go of it without the marker,
+  and one follower takes its place while the others wait on; a follower that waited
+  ``wait_s`` goes on and compiles itself. A follower's wait calls ``beat`` (the renderer's
+  heartbeat), so the node runner does not take the wait for a stall.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class FirstCompile:
     """One configuration's first frames, compiled by one renderer of the node at a time (see
     the module docstring). :meth:`enter` before the first frame, :meth:`leave` after the
     frames that compile; ``role`` says what this renderer was: ``warm`` (the marker was
-    there), ``leader``, ``follower`` (waited for a leader) or ``alone`` (waited ``wait_s``
+    there), ``leader`` (first, or in the place of a leader gone without finishing),
+    ``follower`` (waited for a leader that finished) or ``alone`` (waited ``wait_s``
     in vain, or could not take the lock)."""
 
     def __init__(self, cache_dir: Path, key: str, *, wait_s: float = WAIT_S,
@@ -115,22 +117,29 @@ class FirstCompile:
             self._fd = fd
             self.role = "leader"
             return self.role
+        # a follower: wait for the lock. The leader done (the marker there), go on warm; a
+        # leader gone without the marker (killed, or its frames failed), lead in its place
+        # (the other followers then wait for this one)
         t0 = time.monotonic()
         self.role = "alone"
         try:
             while time.monotonic() - t0 < self.wait_s:
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     if self.beat is not None:
                         self.beat()
                     time.sleep(POLL_S)
                     continue
-                self.role = "follower"
+                if self.marker.exists():
+                    self.role = "follower"
+                else:
+                    self._fd, self.role = fd, "leader"
                 break
         finally:
             self.waited_s = time.monotonic() - t0
-            os.close(fd)  # a shared lock, if taken, goes with it
+            if self._fd is None:
+                os.close(fd)  # the lock, if taken, goes with it
         return self.role
 
     def leave(self, ok: bool = True) -> None:
