@@ -64,13 +64,16 @@ def take_owner_lock(inst: Path) -> Any:
 
 def _open_device(ir: InstanceRenderer, spec: dict) -> dict:
     """Bind the slot's GPU before the graphics pipe opens, then check what was opened."""
+    from .compute.backend import choose_backend
     from .device import SlotDevice, bind_display, check_device, gl_device_uuid, nvml_gpu_of_pid
 
     dev = SlotDevice.from_env()
+    if choose_backend(ir.s.backend, ir.s.ground_truth) == "compute":
+        # no GL context and no EGL device to bind (a compute-only container has none):
+        # torch's device is checked instead
+        return _open_compute_device(ir, dev, ir._renderer())
     idx = bind_display(dev)
     r = ir._renderer()
-    if r.gsg is None:  # the compute backend: no GL context; torch's device is checked instead
-        return _open_compute_device(ir, dev, r)
     r.warmup(1)  # one frame: opens the GL context on the bound device
     gsg = r.gsg
     rec = check_device(dev, idx, str(gsg.getDriverRenderer()), str(gsg.getDriverVendor()),

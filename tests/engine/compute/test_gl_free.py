@@ -128,3 +128,25 @@ def test_compute_device_check_names_a_wrong_device():
         check_compute_device(h200, "cuda", "NVIDIA H100 80GB HBM3", "GPU-aaaa-1111")
     with pytest.raises(DeviceBindingError, match="torch's CUDA device is GPU-bbbb-2222"):
         check_compute_device(h200, "cuda", "NVIDIA H200", "GPU-bbbb-2222")
+
+
+def test_a_gpu_slot_binds_no_egl_device_for_compute(traj, tmp_path):
+    """A GPU slot (``WMFORGE_GPU`` set) running the compute backend where no EGL vendor is
+    (the compute-only container): the worker looks for no EGL device (there is none to bind,
+    and compute opens no GL context); it checks torch's device against the slot. This
+    machine has no CUDA, so that check is what stops it, and says so."""
+    rcfg = load_params(overrides=OVERRIDES + ["render.backend=compute"]).render
+    inst = tmp_path / "inst"
+    inst.mkdir()
+    (inst / "instance.json").write_text(json.dumps({
+        "settings": render_settings(rcfg, 30).as_dict(), "base": str(REPO),
+        "jobs": [{"name": "traj_0000", "key": "0" * 16, "traj_dir": str(traj)}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WMFORGE_GPU")}
+    gpu = {"WMFORGE_GPU": "0", "WMFORGE_GPU_NAME": "NVIDIA H200", "CUDA_VISIBLE_DEVICES": ""}
+    p = subprocess.run([sys.executable, "-m", "stages.engine.render_worker", str(inst)],
+                       capture_output=True, text=True, cwd=REPO, timeout=900,
+                       env={**env, "PYTHONPATH": str(REPO), **NO_GL, **gpu})
+    assert p.returncode != 0
+    assert "the compute backend runs on 'cpu': torch sees no CUDA device" in p.stderr, \
+        p.stderr[-2000:]
+    assert "EGL" not in p.stderr
