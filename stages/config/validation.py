@@ -61,7 +61,8 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.yuv not in ("auto", "device", "encoder"):
         raise ConfigError(f"{source}: render.yuv is {r.yuv!r}; expected auto, device or "
                           "encoder")
-    if r.yuv == "device" and r.backend == "gl" and r.readback != "pbo":
+    # backend auto resolves to gl (stages.engine.compute.backend.choose_backend)
+    if r.yuv == "device" and r.backend in ("gl", "auto") and r.readback != "pbo":
         raise ConfigError(f"{source}: render.yuv=device with the gl backend needs "
                           "render.readback=pbo (the planes are read back through pixel-pack "
                           f"buffers); got render.readback={r.readback}")

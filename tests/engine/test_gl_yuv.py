@@ -162,6 +162,11 @@ def test_bad_yuv_settings_are_named():
     with pytest.raises(ConfigError, match=r"render\.yuv=device with the gl backend needs "
                                           r"render\.readback=pbo"):
         load_params(overrides=["render.yuv=device", "render.readback=sync"])
+    # backend auto is the GL backend (compute.backend.choose_backend): refused as early
+    with pytest.raises(ConfigError, match=r"render\.yuv=device with the gl backend needs "
+                                          r"render\.readback=pbo"):
+        load_params(overrides=["render.backend=auto", "render.yuv=device",
+                               "render.readback=sync"])
     assert load_params(overrides=[]).render.yuv == "auto"
     d = render_settings(_cfg("auto"), 30).as_dict()
     with pytest.raises(RenderSettingsError, match=r"s\.json: yuv 'rgb'; expected one of auto, "
