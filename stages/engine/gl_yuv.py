@@ -172,7 +172,7 @@ class YuvPass:
             WindowProperties,
         )
 
-        from .render_targets import RESOLVE_VERT
+        from .pbr_shaders import RESOLVE_VERT
 
         t = targets
         if t.W % 2 or t.H % 2:

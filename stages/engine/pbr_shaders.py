@@ -271,6 +271,14 @@ void main() {
 
 # the resolve pass: mean of the samples in linear light → exposure → tone map → sRGB. In meter
 # mode it writes each pixel's log2 luminance instead (exposure metering, 8 bits over 24 stops)
+# full-screen passes (the resolve, the yuv420p packing of gl_yuv): a card under an
+# orthographic camera
+RESOLVE_VERT = """#version 330
+uniform mat4 p3d_ModelViewProjectionMatrix;
+in vec4 p3d_Vertex;
+void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
+"""
+
 RESOLVE_FRAG = """#version 330
 uniform sampler2D atlas;
 uniform ivec2 origins[64];

@@ -39,11 +39,6 @@ LEVEL_HIDE = 29  # level geometry is hidden from mask cameras
 READBACKS = ("sync", "pbo")  # render.readback's values
 READBACK_SLOTS = 3  # pbo: frames in flight at most (collect() lags submit() by up to 2)
 
-RESOLVE_VERT = """#version 330
-uniform mat4 p3d_ModelViewProjectionMatrix;
-in vec4 p3d_Vertex;
-void main() { gl_Position = p3d_ModelViewProjectionMatrix * p3d_Vertex; }
-"""
 
 
 class SceneTargets:
@@ -368,7 +363,7 @@ class RenderTargets(SceneTargets):
         cam.setP(-90)  # look down -Z onto cards in the XY plane
         dr = self.resolve.makeDisplayRegion()
         dr.setCamera(cam)
-        from .pbr import RESOLVE_FRAG
+        from .pbr_shaders import RESOLVE_FRAG, RESOLVE_VERT
 
         shader = Shader.make(Shader.SL_GLSL, RESOLVE_VERT, RESOLVE_FRAG)
         self.resolve_cards: list[Any] = []

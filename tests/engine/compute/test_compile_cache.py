@@ -22,7 +22,6 @@ import pytest
 from stages.engine.compute import compile_cache as cc
 
 REPO = Path(__file__).resolve().parents[3]
-ENV_AT_IMPORT = os.environ.get(cc.ENV)  # test_zz_...: left as found
 
 # one renderer's part: enter, hold (seconds, as compiling would), leave; prints its record
 PART = """
@@ -70,6 +69,18 @@ def no_cache_env(monkeypatch):
     monkeypatch.setenv(cc.ENV, "")
     monkeypatch.delenv(cc.ENV)
     return monkeypatch
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_variable_left_as_found():
+    """TORCHINDUCTOR_CACHE_DIR as this module found it, after all of its tests: use_cache
+    sets it, and a test that calls it (directly or through the compute renderer) must not
+    leave it for the tests after them (which would compile into another test's tmp folder).
+    Captured here, not at import: torch itself sets it to its default on a first compile in
+    an earlier test module."""
+    before = os.environ.get(cc.ENV)
+    yield
+    assert os.environ.get(cc.ENV) == before, (before, os.environ.get(cc.ENV))
 
 
 def _start(code: str, *args: str) -> subprocess.Popen:
@@ -206,13 +217,6 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
             ir.close()
     assert roles == ["leader", "warm"]
     assert len(list((cache / "wmforge").glob("warm-*"))) == 1
-
-
-def test_zz_the_tests_leave_the_cache_variable_as_they_found_it():
-    """use_cache sets TORCHINDUCTOR_CACHE_DIR for the whole process: the tests above that
-    call it (directly or through the compute renderer) must not leave it set for the tests
-    after them (which would compile into a tmp folder of another test)."""
-    assert os.environ.get(cc.ENV) == ENV_AT_IMPORT
 
 
 def test_a_renderer_closed_inside_its_gate_lets_the_others_go(tmp_path, no_cache_env):
