@@ -34,16 +34,12 @@ class InstanceRenderer:
     trajectories of one level into one instance directory (one process)."""
 
     def __init__(self, inst: Path, settings: RenderSettings | dict, display: str, base: Path,
-                 log=print, path_map: dict[str, str] | None = None,
-                 lineage: dict | None = None, readback: str = "sync",
-                 compile_cache: str | None = None):
+                 log=print, path_map: dict[str, str] | None = None, lineage: dict | None = None,
+                 readback: str = "sync", compile_cache: str | None = None):
         self.inst, self.base, self.log = inst, base, log
-        # render.readback: how GL frames reach RAM (not part of the render key: the same
-        # bytes either way)
-        self.readback = readback
-        # render.compile_cache_dir made absolute by the node (compute backend only; not part
-        # of the render key either)
-        self.compile_cache = compile_cache
+        # render.readback (how GL frames reach RAM) and render.compile_cache_dir (made absolute
+        # by the node; compute only): the same bytes either way, so not in the render key
+        self.readback, self.compile_cache = readback, compile_cache
         self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
@@ -122,10 +118,9 @@ class InstanceRenderer:
             except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
                 raise _Fail("missing_asset", f"{path}: {exc}") from None
             model.flattenLight()
-            limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px,
-                                  # GL's own cap; the compute backend names none
-                                  int(r.gsg.getMaxTextureDimension())
-                                  if r.gsg is not None else 0, self.log)
+            cap = 0 if r.gsg is None else int(r.gsg.getMaxTextureDimension())  # GL's; compute: none
+            limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px, cap,
+                                  self.log)
         except SceneOverLimit as exc:
             self._over_limit = (key, exc.detail)
             raise
@@ -259,8 +254,7 @@ class InstanceRenderer:
             "backend": getattr(self.r, "backend", "gl"),
             # the compute backend's shading rate (render.compute_shading); None on gl
             "compute_shading": getattr(getattr(self.r, "targets", None), "shading_rate", None),
-            # where the views became yuv420p: device (the renderer's GPU) or encoder (swscale);
-            # render.yuv auto resolves per machine
+            # where the views became yuv420p (render.yuv auto resolves per machine)
             "yuv": "device" if getattr(getattr(self.r, "targets", None), "yuv", False)
             else "encoder",
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)

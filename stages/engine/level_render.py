@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .render_targets import FP_MASK_BIT, MASK_BIT, SceneTargets
+from .scene_targets import FP_MASK_BIT, MASK_BIT, SceneTargets
 
 
 @dataclass
@@ -24,7 +24,7 @@ class LevelReport:
 
 
 class LevelScene:
-    """The scene of a :class:`~.render_targets.SceneTargets` (GL or compute): the look's
+    """The scene of a :class:`~.scene_targets.SceneTargets` (GL or compute): the look's
     shading on it and the level loaded into it, with its lights, sun and sky."""
 
     def __init__(self, targets: SceneTargets):

@@ -31,7 +31,7 @@ from .clips import Clip, EggPoser, GltfPoser, in_place, read_gltf_clips
 from .level_render import LevelReport, LevelScene, load_level_lighting
 from .look import Look
 from .render_settings import YUV
-from .render_targets import MASK_BIT, RenderTargets, SceneTargets
+from .render_targets import RenderTargets
 from .replay_poses import (
     CharacterPose,
     SamplePose,
@@ -40,6 +40,7 @@ from .replay_poses import (
     jitter_offsets,
     temporal_offsets,
 )
+from .scene_targets import MASK_BIT, SceneTargets
 
 __all__ = ["CharacterPose", "LevelReport", "Look", "ReplayRenderer", "SamplePose", "ViewPose",
            "cv_to_panda_mat", "jitter_offsets", "load_level_lighting", "temporal_offsets"]

@@ -118,8 +118,8 @@ def _overdraw() -> None:
         TextureAttrib,
     )
 
-    from stages.engine.render_targets import FP_MASK_BIT, MASK_BIT
     from stages.engine.replay_render import ReplayRenderer
+    from stages.engine.scene_targets import FP_MASK_BIT, MASK_BIT
 
     orig = ReplayRenderer.render
     orig_submit = ReplayRenderer.submit  # what the frame loop calls per frame

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from ...core.trajectory import VIEWS
-from ..render_targets import FP_BIT_BASE
 from ..replay_poses import SamplePose, cv_to_panda_mat, jitter_offsets
+from ..scene_targets import FP_BIT_BASE
 from .scene import _mat4
 from .upload import upload
 

@@ -10,7 +10,7 @@ shadow map, the character skinned from its joint matrices), the lighting and sky
 the R11G11B10 storage of GL's atlas, the resolve (exposure, tone map, sRGB, 8 bits:
 ``resolve``), and the mask cameras' coverage of the mask copy of the character. No GL context
 is opened: the scene root, cameras and tile layout come from
-:class:`~stages.engine.render_targets.SceneTargets`, the GL-free half of the GL backend's
+:class:`~stages.engine.scene_targets.SceneTargets`, the GL-free half of the GL backend's
 targets, and the level's textures are read from RAM (``scene``), so the backend runs where no
 EGL or GL library is (a GPU container with compute capabilities only).
 """
@@ -27,7 +27,7 @@ from ...core.trajectory import VIEWS
 from ...media.video import label_bitmap
 from ..look import Look
 from ..render_settings import COMPUTE_SHADING
-from ..render_targets import SceneTargets
+from ..scene_targets import SceneTargets
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .compile_cache import FirstCompile, config_key, sources_digest, use_cache
 from .compiled import Compiled
@@ -136,12 +136,10 @@ class ComputeTargets(SceneTargets):
         if self.device.type == "cpu" and cpu_threads:
             torch.set_num_threads(int(cpu_threads))
         self.exposure = 1.0
-        self.meter_on = False
         # colours leave as the encoders' yuv420p planes, converted here (yuv.py), where that
         # saves the host's CPU: on a GPU (None), or when asked; with_preview adds the tiled
         # preview, made on the device too (its encoder then converts nothing either)
         self.yuv = self.device.type == "cuda" if yuv is None else bool(yuv)
-        self.with_preview = False
         self.replay: Any = None
         self._geo: SceneGeometry | None = None
         self._gbr: GBufferRenderer | None = None

@@ -1,5 +1,5 @@
 """The compute backend opens no GL context (issue #30: a GL-free scene holder): the scene,
-cameras and tile layout come from ``render_targets.SceneTargets``, the level's textures are
+cameras and tile layout come from ``scene_targets.SceneTargets``, the level's textures are
 read from RAM. So it renders where no EGL vendor can be found — a GPU container exposing only
 CUDA's compute capabilities, made real here by pointing libglvnd at no vendor file — with no GL
 library loaded at all, to the bytes it renders with GL present; the GL backend in that
