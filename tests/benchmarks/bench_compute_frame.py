@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=10)
     ap.add_argument("--level", default="NatureValley/AlpineMeadow")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--profile-rows", type=int, default=25, help="rows of --profile's table")
     ap.add_argument("--trace", default="")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
@@ -111,7 +112,7 @@ def main() -> None:
                     frame(5)
                     frame(6)
                     sync()
-                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25))
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=a.profile_rows))
             if a.trace:
                 import gzip
                 import shutil
