@@ -264,35 +264,37 @@ case "$what" in
         | tail -3 || true
     done
     echo quit | nvidia-cuda-mps-control || true ;;
-  survey) # issue #30, a first H200 run of this tree: one compute frame profiled kernel by kernel
-          # (with Inductor's generated code: inductor_code.tar.xz), GL pbo at 8 renderers with
-          # yuv encoder and device, compute pixel at MPS_PROCS renderers under CUDA MPS with a
-          # fresh node compile cache, then the fused-step and GL yuv tests. Stops at DEADLINE s.
-    deadline=$((SECONDS + ${DEADLINE:-570}))
+  survey) # issue #30, a first H200 run of this tree: the leaders' Triton kernel's tests on the
+          # card, one compute frame with the torch graph and the kernel (profiled kernel by
+          # kernel; Inductor's code in inductor_code.tar.xz), compute pixel at MPS_PROCS
+          # renderers under CUDA MPS with a fresh node compile cache, GL pbo at 8 renderers
+          # with yuv encoder and device, then the fused-step and GL yuv tests. Stops at DEADLINE s.
+    deadline=$((SECONDS + ${DEADLINE:-575}))
     left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout 170 python3 tests/benchmarks/bench_compute_frame.py \
-      --size 1280x720 --spatial 8 --rates pixel --frames 6 --profile --profile-rows 70 \
-      --trace "$OUT/trace_{rate}.json.gz" --json "$OUT/frame.json" 2>&1 \
+    timeout 100 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
+      -m "gpu or not gpu" tests/engine/compute/test_leaders_triton.py 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -12 || true
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout 200 python3 tests/benchmarks/bench_compute_frame.py \
+      --size 1280x720 --spatial 8 --rates pixel --leaders torch,triton --frames 6 --profile \
+      --profile-rows 45 --json "$OUT/frame.json" 2>&1 \
       | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
-    tail -c 6000 "$OUT/frame.log"
+    grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log"
     (cd /tmp && find ind -name "*.py" | tar -cJf "$OUT/inductor_code.tar.xz" -T -) || true
-    [ -f "$OUT/trace_pixel.json.gz" ] && python3 tests/benchmarks/trace_split.py \
-      "$OUT/trace_pixel.json.gz" --top 60 > "$OUT/trace_split.txt" 2>&1 || true
-    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 160 ? l : 160)) python3 tests/benchmarks/bench_render.py \
-      --preset 720p --spatial 8 --frames 150 --procs 8 --backend gl --readback pbo \
-      --yuv encoder,device --json "$OUT/gl_yuv_8.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -4 || true
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
-    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 170 ? l : 170)) python3 tests/benchmarks/bench_render.py \
+    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 150 ? l : 150)) python3 tests/benchmarks/bench_render.py \
       --preset 720p --spatial 8 --frames 150 --procs "${MPS_PROCS:-8}" --backend compute:pixel \
       --compile-cache /tmp/cc_node --json "$OUT/mps_cache_${MPS_PROCS:-8}.json" 2>&1 \
-      | grep -v "egldisplay\|glgsg" | tail -4 || true
+      | grep -v "egldisplay\|glgsg" | tail -3 || true
     echo quit | nvidia-cuda-mps-control || true
+    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 150 ? l : 150)) python3 tests/benchmarks/bench_render.py \
+      --preset 720p --spatial 8 --frames 150 --procs 8 --backend gl --readback pbo \
+      --yuv encoder,device --json "$OUT/gl_yuv_8.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -3 || true
     l=$(left 30); [ "$l" = 0 ] || timeout "$l" python3 -m pytest -p no:cacheprovider -q -p no:logging \
       -m "gpu or not gpu" tests/engine/compute/test_fused_steps.py tests/engine/test_gl_yuv.py \
       tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
-      | tee "$OUT/gpu_tests.log" | tail -8 || true ;;
+      | tee "$OUT/gpu_tests.log" | tail -6 || true ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \

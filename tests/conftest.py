@@ -39,16 +39,17 @@ def trajs(sample_library, tmp_path_factory) -> Path:
     return make_trajectories(sample_library, tmp_path_factory.mktemp("traj"), 3, RENDER_FRAMES)
 
 
-def make_trajectories(library: Path, out: Path, per_level: int, frames: int) -> Path:
+def make_trajectories(library: Path, out: Path, per_level: int, frames: int,
+                      levels: tuple[str, ...] = ("NatureValley/AlpineMeadow",)) -> Path:
     """Stage I on the sample library: ``per_level`` trajectories of ``frames`` frames on
-    AlpineMeadow with the humanoid Alex, into ``out``."""
+    ``levels`` (AlpineMeadow) with the humanoid Alex, into ``out``."""
     from stages.config import load_params
     from stages.inventory import run_inventory
     from stages.trajectories import run_trajectories
 
     cfg = load_params(overrides=[
         f"trajectories.per_level={per_level}", f"trajectories.frames={frames}",
-        "trajectories.levels=[NatureValley/AlpineMeadow]",
+        f"trajectories.levels=[{','.join(levels)}]",
         "trajectories.characters=[CharacterPack/Alex]"])
     inv = run_inventory(library, cfg.inventory, "overrides.yaml")
     fails = run_trajectories(cfg, inv.levels, inv.characters, library, out,

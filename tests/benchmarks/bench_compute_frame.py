@@ -40,6 +40,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of --profile's table")
     ap.add_argument("--trace", default="")
+    ap.add_argument("--leaders", default="auto", help="the surface leaders' shading per run: "
+                    "auto, torch (the compiled graph), triton (leaders_triton); a list runs each")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     import torch
@@ -53,12 +55,12 @@ def main() -> None:
     trajs = make_trajectories(tmp, a.level, 1, max(40, a.frames + 8))
     traj = trajs / a.level.replace("/", "__") / "traj_0000"
     out = []
-    for rate in a.rates.split(","):
+    for rate, lk in [(r_, k_) for r_ in a.rates.split(",") for k_ in a.leaders.split(",")]:
         cfg = load_params(overrides=[
             f"render.width={W}", f"render.height={H}", f"render.spatial_samples={a.spatial}",
             "render.temporal_samples=1", "render.backend=compute",
             f"render.compute_shading={rate}"]).render
-        with posed_frames(tmp / f"r_{rate}", cfg, traj) as pf:
+        with posed_frames(tmp / f"r_{rate}_{lk}", cfg, traj) as pf:
             r = pf.ir.r
             dev = r.targets.device
 
@@ -73,6 +75,12 @@ def main() -> None:
             t0 = time.perf_counter()
             for i in range(3):
                 frame(i)
+                m_ = getattr(r.targets, "_merged", None)
+                if i == 0 and m_ is not None and lk != "auto":
+                    from stages.engine.compute.leaders_triton import LeaderKernel
+
+                    m_.kernel = (LeaderKernel(m_.gbr.geo, m_.gbr.lut) if lk == "triton"
+                                 else None)
             sync()
             warm_s = time.perf_counter() - t0
             if dev.type == "cuda":
@@ -83,7 +91,10 @@ def main() -> None:
                 frame(3 + i)
                 sync()
                 ms.append((time.perf_counter() - t0) * 1000)
-            res = {"rate": rate, "device": str(torch.cuda.get_device_name(dev))
+            m_ = getattr(r.targets, "_merged", None)
+            kern = m_ is not None and m_.kernel is not None and m_.kernel.failed is None
+            res = {"rate": rate, "leaders_kernel": "triton" if kern else "torch",
+                   "device": str(torch.cuda.get_device_name(dev))
                    if dev.type == "cuda" else "cpu", "size": a.size, "spatial": a.spatial,
                    "level": a.level, "frames": a.frames, "warmup_s": round(warm_s, 1),
                    "ms_per_frame_median": round(statistics.median(ms), 2),
@@ -112,7 +123,8 @@ def main() -> None:
                     frame(5)
                     frame(6)
                     sync()
-                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=a.profile_rows))
+                print(prof.key_averages().table(sort_by="cuda_time_total",
+                                                row_limit=a.profile_rows))
             if a.trace:
                 import gzip
                 import shutil

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from . import leaders_triton
 from .cameras import Cameras, Sun
 from .compiled import Compiled
 from .gbuffer import GBufferRenderer
@@ -68,9 +69,14 @@ class MergedShading:
     per-leader work (material, the atlas' storage, lighting, R11G11B10) is one compiled
     graph over chunks padded to one size."""
 
-    def __init__(self, gbr: GBufferRenderer, spatial: int | None = None):
+    def __init__(self, gbr: GBufferRenderer, spatial: int | None = None,
+                 kernel: bool | None = None):
         self.gbr = gbr
         self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
+        # the surface leaders' material and lighting: one Triton kernel (leaders_triton) on a
+        # GPU with Triton; None: there when available; False: the torch graph below
+        use = leaders_triton.available(gbr.geo.device) if kernel is None else kernel
+        self.kernel = leaders_triton.LeaderKernel(gbr.geo, gbr.lut) if use else None
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
         self._sky_chunk: Any = (Compiled(self._sky, "merged.sky", dynamic=False)
@@ -129,15 +135,8 @@ class MergedShading:
         inv = torch.linalg.inv_ex(cams.view_proj)[0]  # inv_ex: no read-back of its check
         # only the leaders' rows are written, and only they are read (from_leaders)
         rad = torch.empty(VN * H * W, 3, dtype=torch.float32, device=tri.device)
-        # chunks of a quarter of the raster budget (1M leaders on a GPU): the last one is
-        # padded to the same size (one compiled shape), so a smaller chunk wastes less on
-        # padding (at most 1M rows a frame instead of 2M)
+        self.surface(rad, fr, cams, sun, smap, lt, inv, flat, ltri, bary, ldepth)
         step = max(1, gbr.budget // 4)
-        for i in range(0, len(flat), step):
-            f, t, b, d = _padded(gbr.compiled, step, flat[i:i + step], ltri[i:i + step],
-                                 bary[i:i + step], ldepth[i:i + step])
-            k = min(step, len(flat) - i)
-            rad[f[:k]] = self._chunk(fr, cams, sun, smap, lt, inv, f, t, b, d)[:k]
         for i in range(0, len(sky), step):
             (f,) = _padded(gbr.compiled, step, sky[i:i + step])
             k = min(step, len(sky) - i)
@@ -148,6 +147,26 @@ class MergedShading:
         rad = from_leaders(rad.view(V, N, H, W, 3), lead.view(V, N, H, W))
         self._mark("samples from leaders", dev)
         return rad
+
+    def surface(self, rad: torch.Tensor, fr: Any, cams: Cameras, sun: Sun | None,
+                smap: torch.Tensor | None, lt: Lighting, inv: torch.Tensor, flat: torch.Tensor,
+                tri: torch.Tensor, bary: torch.Tensor, depth: torch.Tensor) -> None:
+        """Write the radiance of surface leaders ``flat`` (seeing ``tri`` at ``bary``, window
+        ``depth``) into their rows of ``rad`` [V*N*H*W, 3]: the Triton kernel where there is
+        one, else the torch graph in chunks."""
+        gbr = self.gbr
+        if self.kernel is not None and self.kernel(rad, flat, tri, bary, depth, gbr.H, gbr.W,
+                                                   fr, cams, inv, sun, smap, lt):
+            return
+        # chunks of a quarter of the raster budget (1M leaders on a GPU): the last one is
+        # padded to the same size (one compiled shape), so a smaller chunk wastes less on
+        # padding (at most 1M rows a frame instead of 2M)
+        step = max(1, gbr.budget // 4)
+        for i in range(0, len(flat), step):
+            f, t, b, d = _padded(gbr.compiled, step, flat[i:i + step], tri[i:i + step],
+                                 bary[i:i + step], depth[i:i + step])
+            k = min(step, len(flat) - i)
+            rad[f[:k]] = self._chunk(fr, cams, sun, smap, lt, inv, f, t, b, d)[:k]
 
     def _where(self, flat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                   torch.Tensor, torch.Tensor]:

@@ -1,0 +1,554 @@
+"""The Triton source of ``leaders_triton``: one lane per leader sample, from its triangle and
+barycentrics to its stored radiance (R11G11B10), in registers. Each function mirrors the
+torch function named in its docstring (``gbuffer``, ``shade``), float32 throughout and the
+texture derivatives in float64, as there.
+
+Imported only where Triton is (``leaders_triton`` loads it). The module is loaded twice at
+most: compiled (``triton.jit``), and under Triton's interpreter for the CPU tests, as a
+second module whose ``_INTERPRET`` is set before it runs (the interpreter resolves helper
+calls through the module's globals, so each mode needs its own).
+"""
+# ruff: noqa: ANN001, ANN202, N803, N806, PLR0913, E741 - Triton kernels: untyped lanes
+# mypy: ignore-errors
+
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
+
+_INTERPRET = globals().get("_INTERPRET", False)
+_jit = InterpretedFunction if _INTERPRET else triton.jit
+
+
+@_jit
+def _mod(i, n):
+    """Python's (and torch.remainder's) modulo for n > 0."""
+    r = i % n
+    return tl.where(r < 0, r + n, r)
+
+
+@_jit
+def _wrap(i, n, mode):
+    """gbuffer._wrap: repeat (0), clamp (1), mirror (2)."""
+    rep = _mod(i, n)
+    m2 = _mod(i, 2 * n)
+    mir = tl.where(m2 < n, m2, 2 * n - 1 - m2)
+    clamp = tl.minimum(tl.maximum(i, 0), n - 1)
+    return tl.where(mode == 1, clamp, tl.where(mode == 2, mir, rep))
+
+
+@_jit
+def _texel(texels, lut, idx, lin, m):
+    """One texel's RGBA in linear light (gbuffer._bilinear's bytes through the table)."""
+    p = tl.load(texels + idx, mask=m, other=0)
+    r = tl.load(lut + ((p & 255) + lin), mask=m, other=0.0)
+    g = tl.load(lut + (((p >> 8) & 255) + lin), mask=m, other=0.0)
+    b = tl.load(lut + (((p >> 16) & 255) + lin), mask=m, other=0.0)
+    a = tl.load(lut + (((p >> 24) & 255) + 256), mask=m, other=0.0)
+    return r, g, b, a
+
+
+@_jit
+def _bilinear(texels, lut, offset, size, wrap, t, lvl, u, v, lin, m, L, ALL_REPEAT: tl.constexpr):
+    """gbuffer._bilinear of texture t at level lvl."""
+    k = t * L + lvl
+    w = tl.load(size + k * 2, mask=m, other=1)
+    h = tl.load(size + k * 2 + 1, mask=m, other=1)
+    x = u * w.to(tl.float32) - 0.5
+    y = v * h.to(tl.float32) - 0.5
+    x0f = tl.floor(x)
+    y0f = tl.floor(y)
+    fx = x - x0f
+    fy = y - y0f
+    x0 = x0f.to(tl.int64)
+    y0 = y0f.to(tl.int64)
+    if ALL_REPEAT:
+        xa = _mod(x0, w)
+        xb = _mod(x0 + 1, w)
+        ya = _mod(y0, h)
+        yb = _mod(y0 + 1, h)
+    else:
+        mu = tl.load(wrap + t * 2, mask=m, other=0)
+        mv = tl.load(wrap + t * 2 + 1, mask=m, other=0)
+        xa = _wrap(x0, w, mu)
+        xb = _wrap(x0 + 1, w, mu)
+        ya = _wrap(y0, h, mv)
+        yb = _wrap(y0 + 1, h, mv)
+    off = tl.load(offset + k, mask=m, other=0)
+    r00, g00, b00, a00 = _texel(texels, lut, off + ya * w + xa, lin, m)
+    r01, g01, b01, a01 = _texel(texels, lut, off + ya * w + xb, lin, m)
+    r10, g10, b10, a10 = _texel(texels, lut, off + yb * w + xa, lin, m)
+    r11, g11, b11, a11 = _texel(texels, lut, off + yb * w + xb, lin, m)
+    r = (r00 * (1 - fx) + r01 * fx) * (1 - fy) + (r10 * (1 - fx) + r11 * fx) * fy
+    g = (g00 * (1 - fx) + g01 * fx) * (1 - fy) + (g10 * (1 - fx) + g11 * fx) * fy
+    b = (b00 * (1 - fx) + b01 * fx) * (1 - fy) + (b10 * (1 - fx) + b11 * fx) * fy
+    a = (a00 * (1 - fx) + a01 * fx) * (1 - fy) + (a10 * (1 - fx) + a11 * fx) * fy
+    return r, g, b, a
+
+
+@_jit
+def _sample(texels, lut, offset, size, levels, srgb, wrap, tex, u, v, dux, dvx, duy, dvy, m,
+            L, ALL_REPEAT: tl.constexpr, HAS_TEX: tl.constexpr):
+    """gbuffer.sample, trilinear (GL's LINEAR_MIPMAP_LINEAR): white where tex is -1."""
+    one = tl.full(u.shape, 1.0, tl.float32)
+    if HAS_TEX:
+        has = tex >= 0
+        t = tl.maximum(tex, 0)
+        mt = m & has
+        w0 = tl.load(size + t * L * 2, mask=mt, other=1).to(tl.float32)
+        h0 = tl.load(size + t * L * 2 + 1, mask=mt, other=1).to(tl.float32)
+        ax = dux * w0
+        ay = dvx * h0
+        bx = duy * w0
+        by = dvy * h0
+        rho = tl.maximum(tl.sqrt(ax * ax + ay * ay), tl.sqrt(bx * bx + by * by))
+        nlev = tl.load(levels + t, mask=mt, other=1)
+        top = (nlev - 1).to(tl.float32)
+        lod = tl.log2(tl.maximum(rho, 1e-12))
+        lod = tl.where(rho != rho, 0.0, lod)  # NaN derivatives (a degenerate triangle): 0
+        lod = tl.minimum(tl.maximum(lod, 0.0), top)
+        l0f = tl.floor(lod)
+        f = lod - l0f
+        l0 = l0f.to(tl.int64)
+        l1 = tl.minimum(l0 + 1, nlev - 1)
+        lin = tl.where(tl.load(srgb + t, mask=mt, other=0) != 0, 0, 256)
+        ra, ga, ba, aa = _bilinear(texels, lut, offset, size, wrap, t, l0, u, v, lin, mt, L,
+                                   ALL_REPEAT)
+        rb, gb, bb, ab = _bilinear(texels, lut, offset, size, wrap, t, l1, u, v, lin, mt, L,
+                                   ALL_REPEAT)
+        r = tl.where(has, ra * (1 - f) + rb * f, one)
+        g = tl.where(has, ga * (1 - f) + gb * f, one)
+        b = tl.where(has, ba * (1 - f) + bb * f, one)
+        a = tl.where(has, aa * (1 - f) + ab * f, one)
+        return r, g, b, a
+    else:
+        return one, one, one, one
+
+
+@_jit
+def _corner(a, t, c, j, STRIDE: tl.constexpr, m):
+    return tl.load(a + t * (3 * STRIDE) + c * STRIDE + j, mask=m, other=0.0)
+
+
+@_jit
+def _interp(a, t, b0, b1, b2, j, STRIDE: tl.constexpr, m):
+    """gbuffer._interp of component j."""
+    return (b0 * _corner(a, t, 0, j, STRIDE, m) + b1 * _corner(a, t, 1, j, STRIDE, m)
+            + b2 * _corner(a, t, 2, j, STRIDE, m))
+
+
+@_jit
+def _clip(vp, pos, t, c, r, m):
+    """Row r of view_proj applied to corner c (gbuffer.uv_derivatives' clip, float32)."""
+    return (((tl.load(vp + r * 4, mask=m, other=0.0) * _corner(pos, t, c, 0, 3, m)
+              + tl.load(vp + r * 4 + 1, mask=m, other=0.0) * _corner(pos, t, c, 1, 3, m))
+             + tl.load(vp + r * 4 + 2, mask=m, other=0.0) * _corner(pos, t, c, 2, 3, m))
+            + tl.load(vp + r * 4 + 3, mask=m, other=0.0))
+
+
+@_jit
+def _uv_at(X, Y, c00, c01, c02, c10, c11, c12, c20, c21, c22, u0, u1, u2, v0, v1, v2, W, H):
+    """uv_derivatives' uv_at (float64): Minv's columns c0 = r1 x r2, c1 = r2 x r0,
+    c2 = r0 x r1 (c{col}{row})."""
+    p0 = X / W * 2 - 1
+    p1 = Y / H * 2 - 1
+    b0 = c00 * p0 + c10 * p1 + c20
+    b1 = c01 * p0 + c11 * p1 + c21
+    b2 = c02 * p0 + c12 * p1 + c22
+    s = b0 + b1 + b2
+    b0 = b0 / s
+    b1 = b1 / s
+    b2 = b2 / s
+    return b0 * u0 + b1 * u1 + b2 * u2, b0 * v0 + b1 * v1 + b2 * v2
+
+
+@_jit
+def _half(x):
+    return x.to(tl.float16).to(tl.float32)
+
+
+@_jit
+def _r11g11b10(x, BITS: tl.constexpr, MAX: tl.constexpr):
+    """shade.quantize_r11g11b10 of one channel (BITS mantissa bits; truncation)."""
+    x = tl.where(x != x, 0.0, x)
+    x = tl.minimum(tl.maximum(x, 0.0), 65024.0)
+    xc = tl.maximum(x, 2.0 ** -14)
+    # frexp's exponent: x = m 2^e, m in [0.5, 1); from the float's bits (xc is normal)
+    e = ((xc.to(tl.int32, bitcast=True) >> 23) & 255) - 126
+    step = tl.exp2(e.to(tl.float32) - 1.0 - BITS)
+    q = tl.floor(x / step) * step
+    return tl.minimum(tl.where(x > 0, q, 0.0), MAX)
+
+
+@_jit
+def _normalize3(x, y, z):
+    s = tl.rsqrt(x * x + y * y + z * z)
+    return x * s, y * s, z * s
+
+
+@_jit
+def _sky(dx, dy, dz, sky, sun_dir, sun_rad, c):
+    """shade.sky_radiance's channel c along unit direction d."""
+    zen = tl.load(sky + c)
+    hor = tl.load(sky + 3 + c)
+    gnd = tl.load(sky + 6 + c)
+    h = dz
+    up_t = tl.exp2(0.45 * tl.log2(tl.minimum(tl.maximum(h, 0.0), 1.0)))
+    dn_t = tl.exp2(0.35 * tl.log2(tl.minimum(tl.maximum(-h, 0.0), 1.0)))
+    up = hor * (1.0 - up_t) + zen * up_t
+    down = hor * (1.0 - dn_t) + gnd * dn_t
+    col = tl.where(h >= 0.0, up, down)
+    cs = tl.maximum(-(dx * tl.load(sun_dir) + dy * tl.load(sun_dir + 1)
+                      + dz * tl.load(sun_dir + 2)), 0.0)
+    lcs = tl.log2(cs)
+    disc = tl.exp2(600.0 * lcs) * 40.0 + tl.exp2(8.0 * lcs) * 0.25
+    return col + tl.load(sun_rad + c) * disc * tl.where(h + 0.02 >= 0.0, 1.0, 0.0)
+
+
+@_jit
+def _sh(nx, ny, nz, sh, c):
+    """shade.irradiance_sh's channel c."""
+    return (tl.load(sh + c) * 0.282095
+            + tl.load(sh + 3 + c) * 0.488603 * ny + tl.load(sh + 6 + c) * 0.488603 * nz
+            + tl.load(sh + 9 + c) * 0.488603 * nx
+            + tl.load(sh + 12 + c) * 1.092548 * nx * ny
+            + tl.load(sh + 15 + c) * 1.092548 * ny * nz
+            + tl.load(sh + 18 + c) * 0.315392 * (3.0 * nz * nz - 1.0)
+            + tl.load(sh + 21 + c) * 1.092548 * nx * nz
+            + tl.load(sh + 24 + c) * 0.546274 * (nx * nx - ny * ny))
+
+
+@_jit
+def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, NTAPS: tl.constexpr, m):
+    """gbuffer.shadow for sample 0 of 1 (every PCF tap)."""
+    cx = ((tl.load(sun_vp) * px_ + tl.load(sun_vp + 1) * py_) + tl.load(sun_vp + 2) * pz_
+          ) + tl.load(sun_vp + 3)
+    cy = ((tl.load(sun_vp + 4) * px_ + tl.load(sun_vp + 5) * py_) + tl.load(sun_vp + 6) * pz_
+          ) + tl.load(sun_vp + 7)
+    cz = ((tl.load(sun_vp + 8) * px_ + tl.load(sun_vp + 9) * py_) + tl.load(sun_vp + 10) * pz_
+          ) + tl.load(sun_vp + 11)
+    cw = ((tl.load(sun_vp + 12) * px_ + tl.load(sun_vp + 13) * py_)
+          + tl.load(sun_vp + 14) * pz_) + tl.load(sun_vp + 15)
+    cx = cx / cw * 0.5 + 0.5
+    cy = cy / cw * 0.5 + 0.5
+    cz = cz / cw * 0.5 + 0.5
+    r = 2.5 / SIZE
+    z = cz - 0.0015  # gbuffer.SHADOW_BIAS
+    s = tl.full(px_.shape, 0.0, tl.float32)
+    for jj in tl.static_range(NTAPS):
+        x = (cx + tl.load(taps + jj * 2) * r) * SIZE - 0.5
+        y = (cy + tl.load(taps + jj * 2 + 1) * r) * SIZE - 0.5
+        x0f = tl.floor(x)
+        y0f = tl.floor(y)
+        fx = x - x0f
+        fy = y - y0f
+        x0 = x0f.to(tl.int32)
+        y0 = y0f.to(tl.int32)
+        acc = tl.full(px_.shape, 0.0, tl.float32)
+        for dy in tl.static_range(2):
+            for dx in tl.static_range(2):
+                ix = x0 + dx
+                iy = y0 + dy
+                inb = (ix >= 0) & (ix < SIZE) & (iy >= 0) & (iy < SIZE)
+                d = tl.load(smap + tl.minimum(tl.maximum(iy, 0), SIZE - 1) * SIZE
+                            + tl.minimum(tl.maximum(ix, 0), SIZE - 1), mask=m & inb, other=1.0)
+                wx = fx if dx == 1 else 1 - fx
+                wy = fy if dy == 1 else 1 - fy
+                acc = acc + wx * wy * tl.where(z <= d, 1.0, 0.0)
+        s = s + acc
+    outside = (cx < 0) | (cx > 1) | (cy < 0) | (cy > 1) | (cz > 1)
+    return tl.where(outside, 1.0, s / NTAPS)
+
+
+@_jit
+def leaders(out, flat, tri, bary, depth, n, H, W,
+            f_pos, f_nrm, f_tan, f_uv, f_col, f_mat,
+            m_base, m_metal, m_rough, m_emis, m_tex,
+            texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, L,
+            vp, inv, eye,
+            sun_vp, smap, taps, SUN_SIZE,
+            l_vec, l_col, l_att, l_spot, l_range,
+            sky, sun_dir, sun_rad, sh, ibl_strength, sky_strength,
+            NTAPS: tl.constexpr, FLAGS: tl.constexpr, SHADOW_LIGHT: tl.constexpr,
+            HAS_SUN: tl.constexpr,
+            HAS_TEX: tl.constexpr, ALL_REPEAT: tl.constexpr, BLOCK: tl.constexpr):
+    """merged.MergedShading._leaders: R11G11B10 radiance of leader samples ``flat`` (each
+    sees triangle ``tri`` at ``bary``, window depth ``depth``), written to out[flat]. FLAGS:
+    4 bits a light (lit, positional, ranged, spot), as ``Lighting.light_flags``."""
+    o = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    m = o < n
+    f = tl.load(flat + o, mask=m, other=0)
+    t = tl.load(tri + o, mask=m, other=0)
+    b0 = tl.load(bary + o * 3, mask=m, other=0.0)
+    b1 = tl.load(bary + o * 3 + 1, mask=m, other=0.0)
+    b2 = tl.load(bary + o * 3 + 2, mask=m, other=0.0)
+    dep = tl.load(depth + o, mask=m, other=0.0)
+    view = f // (H * W)
+    pix = f % (H * W)
+    pxf = (pix % W).to(tl.float32) + 0.5
+    pyf = (pix // W).to(tl.float32) + 0.5
+    nx = pxf / W * 2.0 - 1.0
+    ny = pyf / H * 2.0 - 1.0
+    # ---- the material (gbuffer.material, sample 0 of 1)
+    mat = tl.load(f_mat + t, mask=m, other=0)
+    u = _interp(f_uv, t, b0, b1, b2, 0, 2, m)
+    v = _interp(f_uv, t, b0, b1, b2, 1, 2, m)
+    vpv = vp + view * 16
+    cx0 = _clip(vpv, f_pos, t, 0, 0, m).to(tl.float64)
+    cx1 = _clip(vpv, f_pos, t, 1, 0, m).to(tl.float64)
+    cx2 = _clip(vpv, f_pos, t, 2, 0, m).to(tl.float64)
+    cy0 = _clip(vpv, f_pos, t, 0, 1, m).to(tl.float64)
+    cy1 = _clip(vpv, f_pos, t, 1, 1, m).to(tl.float64)
+    cy2 = _clip(vpv, f_pos, t, 2, 1, m).to(tl.float64)
+    cw0 = _clip(vpv, f_pos, t, 0, 3, m).to(tl.float64)
+    cw1 = _clip(vpv, f_pos, t, 1, 3, m).to(tl.float64)
+    cw2 = _clip(vpv, f_pos, t, 2, 3, m).to(tl.float64)
+    # r0 = (cx0, cx1, cx2), r1 = (cy.), r2 = (cw.); columns r1 x r2, r2 x r0, r0 x r1
+    c00 = cy1 * cw2 - cy2 * cw1
+    c01 = cy2 * cw0 - cy0 * cw2
+    c02 = cy0 * cw1 - cy1 * cw0
+    c10 = cw1 * cx2 - cw2 * cx1
+    c11 = cw2 * cx0 - cw0 * cx2
+    c12 = cw0 * cx1 - cw1 * cx0
+    c20 = cx1 * cy2 - cx2 * cy1
+    c21 = cx2 * cy0 - cx0 * cy2
+    c22 = cx0 * cy1 - cx1 * cy0
+    u0 = _corner(f_uv, t, 0, 0, 2, m).to(tl.float64)
+    u1 = _corner(f_uv, t, 1, 0, 2, m).to(tl.float64)
+    u2 = _corner(f_uv, t, 2, 0, 2, m).to(tl.float64)
+    v0 = _corner(f_uv, t, 0, 1, 2, m).to(tl.float64)
+    v1 = _corner(f_uv, t, 1, 1, 2, m).to(tl.float64)
+    v2 = _corner(f_uv, t, 2, 1, 2, m).to(tl.float64)
+    X = pxf.to(tl.float64)
+    Y = pyf.to(tl.float64)
+    ua, va = _uv_at(X, Y, c00, c01, c02, c10, c11, c12, c20, c21, c22, u0, u1, u2, v0, v1, v2,
+                    W, H)
+    ub, vb = _uv_at(X + 1, Y, c00, c01, c02, c10, c11, c12, c20, c21, c22, u0, u1, u2, v0, v1,
+                    v2, W, H)
+    uc, vc = _uv_at(X, Y + 1, c00, c01, c02, c10, c11, c12, c20, c21, c22, u0, u1, u2, v0, v1,
+                    v2, W, H)
+    dux = (ub - ua).to(tl.float32)
+    dvx = (vb - va).to(tl.float32)
+    duy = (uc - ua).to(tl.float32)
+    dvy = (vc - va).to(tl.float32)
+    tex_b = tl.load(m_tex + mat * 4, mask=m, other=-1)
+    tex_mr = tl.load(m_tex + mat * 4 + 1, mask=m, other=-1)
+    tex_n = tl.load(m_tex + mat * 4 + 2, mask=m, other=-1)
+    tex_e = tl.load(m_tex + mat * 4 + 3, mask=m, other=-1)
+    sr, sg, sb, sa = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_b, u,
+                             v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
+    alb_r = tl.load(m_base + mat * 4, mask=m, other=0.0) * _interp(f_col, t, b0, b1, b2, 0, 4,
+                                                                    m) * sr
+    alb_g = tl.load(m_base + mat * 4 + 1, mask=m, other=0.0) * _interp(f_col, t, b0, b1, b2, 1,
+                                                                        4, m) * sg
+    alb_b = tl.load(m_base + mat * 4 + 2, mask=m, other=0.0) * _interp(f_col, t, b0, b1, b2, 2,
+                                                                        4, m) * sb
+    _, mg, mb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_mr, u,
+                           v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
+    metallic = tl.minimum(tl.maximum(tl.load(m_metal + mat, mask=m, other=0.0) * mb, 0.0), 1.0)
+    rough = tl.minimum(tl.maximum(tl.load(m_rough + mat, mask=m, other=1.0) * mg, 0.04), 1.0)
+    px_ = _interp(f_pos, t, b0, b1, b2, 0, 3, m)
+    py_ = _interp(f_pos, t, b0, b1, b2, 1, 3, m)
+    pz_ = _interp(f_pos, t, b0, b1, b2, 2, 3, m)
+    nix = _interp(f_nrm, t, b0, b1, b2, 0, 3, m)
+    niy = _interp(f_nrm, t, b0, b1, b2, 1, 3, m)
+    niz = _interp(f_nrm, t, b0, b1, b2, 2, 3, m)
+    tix = _interp(f_tan, t, b0, b1, b2, 0, 4, m)
+    tiy = _interp(f_tan, t, b0, b1, b2, 1, 4, m)
+    tiz = _interp(f_tan, t, b0, b1, b2, 2, 4, m)
+    bix = tl.full(u.shape, 0.0, tl.float32)
+    biy = tl.full(u.shape, 0.0, tl.float32)
+    biz = tl.full(u.shape, 0.0, tl.float32)
+    for c in tl.static_range(3):
+        bc = b0 if c == 0 else (b1 if c == 1 else b2)
+        nx_c = _corner(f_nrm, t, c, 0, 3, m)
+        ny_c = _corner(f_nrm, t, c, 1, 3, m)
+        nz_c = _corner(f_nrm, t, c, 2, 3, m)
+        tx_c = _corner(f_tan, t, c, 0, 4, m)
+        ty_c = _corner(f_tan, t, c, 1, 4, m)
+        tz_c = _corner(f_tan, t, c, 2, 4, m)
+        sw = _corner(f_tan, t, c, 3, 4, m)
+        bix += bc * ((ny_c * tz_c - nz_c * ty_c) * sw)
+        biy += bc * ((nz_c * tx_c - nx_c * tz_c) * sw)
+        biz += bc * ((nx_c * ty_c - ny_c * tx_c) * sw)
+    inorm = 1.0 / tl.maximum(tl.sqrt(nix * nix + niy * niy + niz * niz), 1e-30)
+    nrx = nix * inorm
+    nry = niy * inorm
+    nrz = niz * inorm
+    nmr, nmg, nmb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_n,
+                               u, v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
+    use = ((tex_n >= 0) & (tix * tix + tiy * tiy + tiz * tiz > 0.5)
+           & ((nmr != 1.0) | (nmg != 1.0) | (nmb != 1.0)))
+    qx = nmr * 2 - 1
+    qy = nmg * 2 - 1
+    tz = tl.sqrt(tl.minimum(tl.maximum(1 - (qx * qx + qy * qy), 0.0), 1.0))
+    mx = tix * qx + bix * qy + nix * tz
+    my = tiy * qx + biy * qy + niy * tz
+    mz = tiz * qx + biz * qy + niz * tz
+    minorm = 1.0 / tl.maximum(tl.sqrt(mx * mx + my * my + mz * mz), 1e-30)
+    nrx = tl.where(use, mx * minorm, nrx)
+    nry = tl.where(use, my * minorm, nry)
+    nrz = tl.where(use, mz * minorm, nrz)
+    ex = tl.load(eye + view * 3, mask=m, other=0.0)
+    ey = tl.load(eye + view * 3 + 1, mask=m, other=0.0)
+    ez = tl.load(eye + view * 3 + 2, mask=m, other=0.0)
+    away = (ex - px_) * nrx + (ey - py_) * nry + (ez - pz_) * nrz < 0
+    nrx = tl.where(away, -nrx, nrx)
+    nry = tl.where(away, -nry, nry)
+    nrz = tl.where(away, -nrz, nrz)
+    er_f = tl.load(m_emis + mat * 3, mask=m, other=0.0)
+    eg_f = tl.load(m_emis + mat * 3 + 1, mask=m, other=0.0)
+    eb_f = tl.load(m_emis + mat * 3 + 2, mask=m, other=0.0)
+    lit = er_f + eg_f + eb_f > 0
+    etr, etg, etb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_e, u,
+                               v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
+    if HAS_SUN:
+        shadow = _shadow(smap, sun_vp, taps, px_, py_, pz_, SUN_SIZE, NTAPS, m)
+    else:
+        shadow = tl.full(u.shape, 1.0, tl.float32)
+    # ---- the planes as the atlas stores them (shade.stored_planes)
+    col_r = _r11g11b10(tl.where(lit, er_f * etr, 0.0), 6, 65024.0)
+    col_g = _r11g11b10(tl.where(lit, eg_f * etg, 0.0), 6, 65024.0)
+    col_b = _r11g11b10(tl.where(lit, eb_f * etb, 0.0), 5, 64512.0)
+    base_r = _half(alb_r)
+    base_g = _half(alb_g)
+    base_b = _half(alb_b)
+    met = _half(metallic)
+    rgh = _half(rough)
+    sun_shadow = _half(shadow)
+    s1 = 1.0 / (tl.abs(nrx) + tl.abs(nry) + tl.abs(nrz))
+    ox = nrx * s1
+    oy = nry * s1
+    oz = nrz * s1
+    sx = tl.where(ox >= 0.0, 1.0, -1.0)
+    sy = tl.where(oy >= 0.0, 1.0, -1.0)
+    e0 = _half(tl.where(oz < 0.0, (1.0 - tl.abs(oy)) * sx, ox))
+    e1 = _half(tl.where(oz < 0.0, (1.0 - tl.abs(ox)) * sy, oy))
+    dz = 1.0 - tl.abs(e0) - tl.abs(e1)
+    dsx = tl.where(e0 >= 0.0, 1.0, -1.0)
+    dsy = tl.where(e1 >= 0.0, 1.0, -1.0)
+    wx_ = tl.where(dz < 0.0, (1.0 - tl.abs(e1)) * dsx, e0)
+    wy_ = tl.where(dz < 0.0, (1.0 - tl.abs(e0)) * dsy, e1)
+    wnx, wny, wnz = _normalize3(wx_, wy_, dz)
+    # ---- the lighting (shade.shade_points)
+    ivp = inv + view * 16
+    zc = dep * 2.0 - 1.0
+    qx4 = tl.load(ivp, mask=m, other=0.0) * nx + tl.load(ivp + 1, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 2, mask=m, other=0.0) * zc + tl.load(ivp + 3, mask=m, other=0.0)
+    qy4 = tl.load(ivp + 4, mask=m, other=0.0) * nx + tl.load(ivp + 5, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 6, mask=m, other=0.0) * zc + tl.load(ivp + 7, mask=m, other=0.0)
+    qz4 = tl.load(ivp + 8, mask=m, other=0.0) * nx + tl.load(ivp + 9, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 10, mask=m, other=0.0) * zc + tl.load(ivp + 11, mask=m, other=0.0)
+    qw4 = tl.load(ivp + 12, mask=m, other=1.0) * nx + tl.load(ivp + 13, mask=m, other=0.0) * ny \
+        + tl.load(ivp + 14, mask=m, other=0.0) * zc + tl.load(ivp + 15, mask=m, other=0.0)
+    wpx = qx4 / qw4
+    wpy = qy4 / qw4
+    wpz = qz4 / qw4
+    a = rgh * rgh
+    dif_r = base_r * (1.0 - met) * 0.96
+    dif_g = base_g * (1.0 - met) * 0.96
+    dif_b = base_b * (1.0 - met) * 0.96
+    f0r = 0.04 * (1.0 - met) + base_r * met
+    f0g = 0.04 * (1.0 - met) + base_g * met
+    f0b = 0.04 * (1.0 - met) + base_b * met
+    vx, vy, vz = _normalize3(ex - wpx, ey - wpy, ez - wpz)
+    nv = tl.minimum(tl.maximum(wnx * vx + wny * vy + wnz * vz, 1e-4), 1.0)
+    a2 = a * a
+    for i in tl.static_range(4):
+        if (FLAGS >> (4 * i)) & 1:
+            lw = tl.load(l_vec + i * 4 + 3)
+            lpx = tl.load(l_vec + i * 4) - wpx * lw
+            lpy = tl.load(l_vec + i * 4 + 1) - wpy * lw
+            lpz = tl.load(l_vec + i * 4 + 2) - wpz * lw
+            dist = tl.sqrt(lpx * lpx + lpy * lpy + lpz * lpz)
+            idist = 1.0 / tl.maximum(dist, 1e-6)
+            lx = lpx * idist
+            ly = lpy * idist
+            lz = lpz * idist
+            if (FLAGS >> (4 * i + 1)) & 1:
+                atten = 1.0 / tl.maximum(tl.load(l_att + i * 3) + tl.load(l_att + i * 3 + 1) * dist
+                                         + tl.load(l_att + i * 3 + 2) * dist * dist, 1e-4)
+            else:
+                atten = tl.full(u.shape, 1.0, tl.float32)
+            rng = tl.load(l_range + i)
+            if (FLAGS >> (4 * i + 2)) & 1:
+                q = dist / rng
+                rw = tl.minimum(tl.maximum(1.0 - q * q * q * q, 0.0), 1.0)
+                atten = atten * (rw * rw)
+            if (FLAGS >> (4 * i + 3)) & 1:
+                cut = tl.load(l_spot + i * 4 + 3)
+                cd = -(tl.load(l_spot + i * 4) * lx + tl.load(l_spot + i * 4 + 1) * ly
+                       + tl.load(l_spot + i * 4 + 2) * lz)
+                st = tl.minimum(tl.maximum((cd - (cut - 0.02)) / 0.04, 0.0), 1.0)
+                atten = atten * (st * st * (3.0 - 2.0 * st))
+            if i == SHADOW_LIGHT:
+                atten = atten * sun_shadow
+            hx, hy, hz = _normalize3(lx + vx, ly + vy, lz + vz)
+            nl = tl.minimum(tl.maximum(wnx * lx + wny * ly + wnz * lz, 0.0), 1.0)
+            nh = tl.minimum(tl.maximum(wnx * hx + wny * hy + wnz * hz, 0.0), 1.0)
+            vh = tl.minimum(tl.maximum(vx * hx + vy * hy + vz * hz, 0.0), 1.0)
+            fr5 = (1.0 - vh) * (1.0 - vh)
+            fr5 = fr5 * fr5 * (1.0 - vh)
+            dd = nh * nh * (a2 - 1.0) + 1.0
+            D = a2 / (3.141592653589793 * dd * dd)
+            gv = nl * tl.sqrt(nv * nv * (1.0 - a2) + a2)
+            gl = nv * tl.sqrt(nl * nl * (1.0 - a2) + a2)
+            sg = gv + gl
+            V = tl.where(sg > 0.0, 0.5 / tl.where(sg > 0.0, sg, 1.0), 0.0)
+            k = nl * atten
+            Fr = f0r + (1.0 - f0r) * fr5
+            Fg = f0g + (1.0 - f0g) * fr5
+            Fb = f0b + (1.0 - f0b) * fr5
+            tr = k * tl.load(l_col + i * 3) * ((1.0 - Fr) * dif_r / 3.141592653589793 + Fr * D * V)
+            tg = k * tl.load(l_col + i * 3 + 1) * ((1.0 - Fg) * dif_g / 3.141592653589793
+                                                   + Fg * D * V)
+            tb = k * tl.load(l_col + i * 3 + 2) * ((1.0 - Fb) * dif_b / 3.141592653589793
+                                                   + Fb * D * V)
+            if (FLAGS >> (4 * i + 2)) & 1:
+                far = dist >= rng
+                tr = tl.where(far, 0.0, tr)
+                tg = tl.where(far, 0.0, tg)
+                tb = tl.where(far, 0.0, tb)
+            col_r += tr
+            col_g += tg
+            col_b += tb
+    # the sky's image-based light (shade.sky_light)
+    dnv = -(wnx * -vx + wny * -vy + wnz * -vz)
+    rx, ry, rz = _normalize3(-vx + 2.0 * dnv * wnx, -vy + 2.0 * dnv * wny, -vz + 2.0 * dnv * wnz)
+    r4x = rgh * -1.0 + 1.0
+    r4y = rgh * -0.0275 + 0.0425
+    r4z = rgh * -0.572 + 1.04
+    r4w = rgh * 0.022 - 0.04
+    a004 = tl.minimum(r4x * r4x, tl.exp2(-9.28 * nv)) * r4x + r4y
+    abx = -1.04 * a004 + r4z
+    aby = 1.04 * a004 + r4w
+    for c in tl.static_range(3):
+        irr = tl.maximum(_sh(wnx, wny, wnz, sh, c), 0.0)
+        senv = tl.where(rgh > 0.75, irr / 3.141592653589793,
+                        _sky(rx, ry, rz, sky, sun_dir, sun_rad, c) * (1.0 - rgh)
+                        + irr / 3.141592653589793 * rgh)
+        dif = dif_r if c == 0 else (dif_g if c == 1 else dif_b)
+        f0 = f0r if c == 0 else (f0g if c == 1 else f0b)
+        ibl = dif * irr / 3.141592653589793 + senv * (f0 * abx + aby)
+        if c == 0:
+            col_r += ibl_strength * ibl
+        elif c == 1:
+            col_g += ibl_strength * ibl
+        else:
+            col_b += ibl_strength * ibl
+    # the sky where the depth is 1 (shade.sky_points)
+    is_sky = dep >= 1.0
+    fx4 = tl.load(ivp, mask=m, other=0.0) * nx + tl.load(ivp + 1, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 2, mask=m, other=0.0) + tl.load(ivp + 3, mask=m, other=0.0)
+    fy4 = tl.load(ivp + 4, mask=m, other=0.0) * nx + tl.load(ivp + 5, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 6, mask=m, other=0.0) + tl.load(ivp + 7, mask=m, other=0.0)
+    fz4 = tl.load(ivp + 8, mask=m, other=0.0) * nx + tl.load(ivp + 9, mask=m, other=0.0) * ny + \
+        tl.load(ivp + 10, mask=m, other=0.0) + tl.load(ivp + 11, mask=m, other=0.0)
+    fw4 = tl.load(ivp + 12, mask=m, other=1.0) * nx + tl.load(ivp + 13, mask=m, other=0.0) * ny \
+        + tl.load(ivp + 14, mask=m, other=0.0) + tl.load(ivp + 15, mask=m, other=0.0)
+    kx, ky, kz = _normalize3(fx4 / fw4 - ex, fy4 / fw4 - ey, fz4 / fw4 - ez)
+    col_r = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 0), col_r)
+    col_g = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 1), col_g)
+    col_b = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 2), col_b)
+    tl.store(out + f * 3, _r11g11b10(col_r, 6, 65024.0), mask=m)
+    tl.store(out + f * 3 + 1, _r11g11b10(col_g, 6, 65024.0), mask=m)
+    tl.store(out + f * 3 + 2, _r11g11b10(col_b, 5, 64512.0), mask=m)

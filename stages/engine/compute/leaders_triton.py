@@ -1,0 +1,157 @@
+"""The leaders' material and lighting as one Triton kernel (issue #30): the GPU path of
+``merged.MergedShading._leaders`` (``gbuffer.material``, ``shade.stored_planes``,
+``shade.shade_points``, ``shade.quantize_r11g11b10``), one lane per leader, everything in
+registers, each radiance written straight to its sample's slot.
+
+Why: under ``torch.compile`` that graph was 40 % of a 720p x 8 frame's device time (9 ms for
+~4.9M leaders on an H100): Inductor splits it into many kernels that pass their intermediate
+planes through memory, and the chunks are padded to one shape. This kernel reads each
+leader's inputs once (corners, material, 32 texels, the PCF taps) and writes 12 bytes.
+
+The arithmetic is the torch path's, float32 (the texture derivatives float64, as there); the
+order of some sums and the GPU's fused multiply-adds and ``exp2``/``log2`` for ``pow`` move
+values by float rounding, so a stored radiance may differ from the torch path's by one step
+of its R11G11B10 code (the tests bound it). The same inputs give the same bytes: no atomics.
+On a CPU the kernel runs only under Triton's interpreter (the tests, at small sizes); the
+torch path is the CPU renderer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..pbr import MAX_LIGHTS
+from . import raster_triton
+from .cameras import Cameras, Sun
+from .compiled import _is_compile_failure
+from .gbuffer import PCF_TAPS
+from .lighting import Lighting
+
+log = logging.getLogger(__name__)
+
+BLOCK = 128
+INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
+_modules: dict[bool, Any] = {}
+
+
+def available(device: torch.device) -> bool:
+    """Whether the kernel can run on ``device`` (CUDA with Triton importable)."""
+    return raster_triton.available(device)
+
+
+def _module(interpret: bool) -> Any:
+    """``leaders_kernel`` compiled, or a second copy of it run by Triton's interpreter."""
+    if interpret not in _modules:
+        if not interpret:
+            _modules[False] = importlib.import_module(f"{__package__}.leaders_kernel")
+        else:
+            path = Path(__file__).with_name("leaders_kernel.py")
+            spec = importlib.util.spec_from_file_location(
+                f"{__package__}.leaders_kernel_interpreted", path)
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            mod._INTERPRET = True  # type: ignore[attr-defined]
+            spec.loader.exec_module(mod)
+            _modules[True] = mod
+    return _modules[interpret]
+
+
+def light_bits(lt: Lighting) -> int:
+    """``Lighting.light_flags`` as the kernel's FLAGS: 4 bits a light (lit, positional,
+    ranged, spot), the same tests ``shade.shade_points`` branches on."""
+    bits = 0
+    for i, (on, positional, rng, cut) in enumerate(lt.light_flags[:MAX_LIGHTS]):
+        nib = int(bool(on)) | int(bool(positional)) << 1 | int(rng > 0.0) << 2 \
+            | int(cut > 0.001) << 3
+        bits |= (nib if on else 0) << (4 * i)
+    return bits
+
+
+class LeaderKernel:
+    """Shades leader samples into a radiance buffer; built once per scene (its tables)."""
+
+    def __init__(self, geo: Any, lut: torch.Tensor, interpret: bool = False):
+        self.geo, self.lut, self.interpret = geo, lut, interpret
+        dev = lut.device
+        tt = geo.textures
+        self.has_tex = tt.levels.numel() > 0
+        i32, i64 = torch.int32, torch.int64
+        if self.has_tex:
+            self.texels = tt.texels.contiguous().view(i32).view(-1)
+            self.offset = tt.offset.to(i64).contiguous()
+            self.size = tt.size.to(i64).contiguous()
+            self.levels = tt.levels.to(i64).contiguous()
+            self.srgb = tt.srgb.to(i32).contiguous()
+            self.wrap = tt.wrap.to(i64).contiguous()
+            self.L = int(tt.offset.shape[1])
+        else:  # no textures: the kernel never reads these
+            z = torch.zeros(1, dtype=i64, device=dev)
+            self.texels, self.offset, self.size, self.levels = z.int(), z, z, z
+            self.srgb, self.wrap, self.L = z.int(), z, 1
+        self.all_repeat = bool(tt.all_repeat)
+        m = geo.materials
+        self.mats = (m.base_color.float().contiguous(), m.metallic.float().contiguous(),
+                     m.roughness.float().contiguous(), m.emission.float().contiguous(),
+                     m.tex.to(i64).contiguous())
+        self.taps = torch.tensor(PCF_TAPS, dtype=torch.float32, device=dev).contiguous()
+        self.failed: str | None = None  # the compile error, once one happened
+
+    def __call__(self, out: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
+                 bary: torch.Tensor, depth: torch.Tensor, H: int, W: int, fr: Any,
+                 cams: Cameras, inv: torch.Tensor, sun: Sun | None, smap: torch.Tensor | None,
+                 lt: Lighting) -> bool:
+        """Write the R11G11B10 radiance of leaders ``flat`` (GL rows) that see triangles
+        ``tri`` at ``bary`` into ``out`` [V*N*H*W, 3]. False (nothing written) once the
+        kernel failed to compile here: the caller then takes the torch path."""
+        n = len(flat)
+        if n == 0:
+            return True
+        if self.failed is not None:
+            return False
+        dev = out.device
+        lt = lt.to(dev)
+        f32 = torch.float32
+        if sun is not None and smap is not None:
+            sun_vp, smap_, size, ntaps, has_sun = (sun.view_proj.to(f32).contiguous(),
+                                                   smap.to(f32).contiguous(), int(sun.size),
+                                                   int(sun.pcf_taps), True)
+        else:
+            sun_vp, smap_, size, ntaps, has_sun = self.taps, self.taps, 1, 1, False
+        sky = torch.cat([lt.sky_zenith, lt.sky_horizon, lt.sky_ground]).to(f32).contiguous()
+        block = INTERPRET_BLOCK if self.interpret else BLOCK
+        args = (out, flat.contiguous(), tri.contiguous(), bary.to(f32).contiguous(),
+                depth.to(f32).contiguous(), n, int(H), int(W),
+                fr.pos.contiguous(), fr.nrm.contiguous(), fr.tan.contiguous(),
+                fr.uv.contiguous(), fr.col.contiguous(), fr.mat.contiguous(),
+                *self.mats, self.texels, self.lut, self.offset, self.size, self.levels,
+                self.srgb, self.wrap, self.L,
+                cams.view_proj.to(f32).contiguous(), inv.to(f32).contiguous(),
+                cams.eye.to(f32).contiguous(), sun_vp, smap_, self.taps, size,
+                lt.light_vec.contiguous(), lt.light_color.contiguous(),
+                lt.light_att.contiguous(), lt.light_spot.contiguous(),
+                lt.light_range.contiguous(), sky, lt.sun_dir_world.contiguous(),
+                lt.sun_radiance.contiguous(), lt.sh_coeffs.contiguous(),
+                float(lt.ibl_strength), float(lt.sky_strength))
+        consts = dict(NTAPS=ntaps, FLAGS=light_bits(lt), SHADOW_LIGHT=int(lt.shadow_light),
+                      HAS_SUN=has_sun, HAS_TEX=self.has_tex, ALL_REPEAT=self.all_repeat,
+                      BLOCK=block)
+        grid = ((n + block - 1) // block,)
+        try:
+            _module(self.interpret).leaders[grid](*args, **consts)
+        except Exception as e:  # noqa: BLE001 - sorted: only compile failures fall back
+            if not _is_compile_failure(e):
+                raise
+            self.failed = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            log.warning("compute: the leaders' Triton kernel failed to compile (%s); the "
+                        "torch path shades them from now on", self.failed)
+            return False
+        return True
+
+
+__all__ = ["BLOCK", "LeaderKernel", "available", "light_bits"]
