@@ -264,30 +264,40 @@ case "$what" in
         | tail -3 || true
     done
     echo quit | nvidia-cuda-mps-control || true ;;
-  survey) # issue #30, a first H200 run of this tree: the leaders' Triton kernel's tests on the
-          # card, one compute frame with the torch graph and the kernel (profiled kernel by
-          # kernel; Inductor's code in inductor_code.tar.xz), compute pixel at MPS_PROCS
-          # renderers under CUDA MPS with a fresh node compile cache, GL pbo at 8 renderers
-          # with yuv encoder and device, then the fused-step and GL yuv tests. Stops at DEADLINE s.
+  survey) # issue #30, one call for what this tree adds (the leaders' Triton kernel): its tests on
+          # the card; one compute frame with the torch graph and with the kernel (profiled
+          # kernel by kernel; Inductor's code in inductor_code.tar.xz); Stage II compute pixel
+          # at MPS_PROCS renderers under CUDA MPS, this tree (fresh node compile cache) and the
+          # code before (.h200/old_stages.tar.gz); the host's x264 ceiling (16 streams); then,
+          # while time is left, GL pbo at 8 renderers with yuv encoder and device, and the
+          # fused-step and GL yuv tests. Stops starting runs at DEADLINE s.
     deadline=$((SECONDS + ${DEADLINE:-575}))
     left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
-    timeout 100 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
+    timeout 90 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
       -m "gpu or not gpu" tests/engine/compute/test_leaders_triton.py 2>&1 \
-      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -12 || true
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout 200 python3 tests/benchmarks/bench_compute_frame.py \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -8 || true
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout 170 python3 tests/benchmarks/bench_compute_frame.py \
       --size 1280x720 --spatial 8 --rates pixel --leaders torch,triton --frames 6 --profile \
-      --profile-rows 45 --json "$OUT/frame.json" 2>&1 \
+      --profile-rows 40 --json "$OUT/frame.json" 2>&1 \
       | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
     grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log"
     (cd /tmp && find ind -name "*.py" | tar -cJf "$OUT/inductor_code.tar.xz" -T -) || true
+    rm -rf /tmp/old && mkdir -p /tmp/old
+    tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
+    rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
-    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 150 ? l : 150)) python3 tests/benchmarks/bench_render.py \
-      --preset 720p --spatial 8 --frames 150 --procs "${MPS_PROCS:-8}" --backend compute:pixel \
-      --compile-cache /tmp/cc_node --json "$OUT/mps_cache_${MPS_PROCS:-8}.json" 2>&1 \
-      | grep -v "egldisplay\|glgsg" | tail -3 || true
+    for t in new old; do
+      d=$PWD; cc="--compile-cache /tmp/cc_node"; [ $t = old ] && d=/tmp/old && cc=""
+      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
+        python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 150 \
+        --procs "${MPS_PROCS:-8}" --backend compute:pixel $cc \
+        --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -2) || true
+    done
     echo quit | nvidia-cuda-mps-control || true
+    l=$(left 40); [ "$l" = 0 ] || timeout $((l < 60 ? l : 60)) python3 tests/benchmarks/bench_x264_ceiling.py \
+      --streams 16 --presets veryfast --frames 150 --json "$OUT/x264_ceiling.json" 2>&1 | tail -3 || true
     l=$(left 60); [ "$l" = 0 ] || timeout $((l < 150 ? l : 150)) python3 tests/benchmarks/bench_render.py \
       --preset 720p --spatial 8 --frames 150 --procs 8 --backend gl --readback pbo \
       --yuv encoder,device --json "$OUT/gl_yuv_8.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -3 || true
