@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 ENV = "TORCHINDUCTOR_CACHE_DIR"
 WAIT_S = 600.0  # a follower waits at most this long for the leader, then compiles itself
@@ -150,8 +153,12 @@ class FirstCompile:
         try:
             if ok:
                 tmp = self.marker.with_suffix(".part")
-                tmp.write_text(f"{os.getpid()} {time.time():.0f}\n")
-                os.replace(tmp, self.marker)
+                try:
+                    tmp.write_text(f"{os.getpid()} {time.time():.0f}\n")
+                    os.replace(tmp, self.marker)
+                except OSError as exc:  # a full or read-only disk: the frames stand; the
+                    # next renderer leads in turn and loads what the cache did keep
+                    log.warning("compile cache: cannot mark %s warm (%s)", self.key, exc)
         finally:
             os.close(self._fd)  # the exclusive lock goes with it
             self._fd = None

@@ -18,6 +18,7 @@ EGL or GL library is (a GPU container with compute capabilities only).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,8 @@ from .scene_geometry import SceneGeometry
 from .shade import Planes, quantize_r11g11b10, shade, stored_planes
 from .upload import upload
 from .yuv import packed_planes, tile_preview, unpack_planes
+
+log = logging.getLogger(__name__)
 
 
 class _LightsRecord:
@@ -168,12 +171,17 @@ class ComputeTargets(SceneTargets):
         """The first-compile gate for this configuration (entered at the first draw)."""
         if self.compile_cache is None:
             raise RuntimeError("compute render: no compile cache folder to gate compiles in")
+        self._first = FirstCompile(self.compile_cache, self._gate_key(), beat=on_wait)
+        return self._first
+
+    def _gate_key(self) -> str:
+        """Everything that shapes a compiled graph: the device, sizes, samples, the mask
+        scale, the look (tone map, shadow map, PCF taps...), the preview, the code."""
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
-        key = config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
-                         self.shading_rate, self.yuv, sources_digest())
-        self._first = FirstCompile(self.compile_cache, key, beat=on_wait)
-        return self._first
+        return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
+                          self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
+                          self.with_preview, sources_digest())
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -260,7 +268,10 @@ class ComputeTargets(SceneTargets):
         if self._first is None:
             return None
         if not self._first.entered:
-            self._first.enter()
+            self._first.key = self._gate_key()  # the preview is set after construction
+            role = self._first.enter()
+            log.info("compute: first compile on this node as %s (waited %.1f s)", role,
+                     self._first.waited_s)
         return self._first
 
     def _draw(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

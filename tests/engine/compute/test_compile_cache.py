@@ -262,3 +262,22 @@ def test_after_a_killed_leader_one_follower_leads_and_the_others_wait_for_it(tmp
     assert [r["role"] for r in got] == ["follower", "leader"], got
     assert got[0]["waited_s"] > got[1]["waited_s"] + 2.0  # it waited for the new leader
     assert (tmp_path / "wmforge" / "warm-k").exists()
+
+
+def test_a_marker_that_cannot_be_written_leaves_the_frames_standing(tmp_path, monkeypatch,
+                                                                     caplog):
+    """A full or read-only cache disk: the leader's frames rendered, so ``leave`` must not
+    raise out of the draw; the lock is let go, no marker claims the configuration warm, and
+    the next renderer leads in turn."""
+    first = cc.FirstCompile(tmp_path, "k1")
+    assert first.enter() == "leader"
+
+    def full(*_a: object, **_k: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full)
+    first.leave(ok=True)
+    monkeypatch.undo()
+    assert "cannot mark k1 warm" in caplog.text
+    assert not first.marker.exists()
+    assert cc.FirstCompile(tmp_path, "k1", wait_s=1).enter() == "leader"
