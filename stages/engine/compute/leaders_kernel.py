@@ -27,6 +27,13 @@ def _mod(i, n):
 
 
 @_jit
+def _cell(x):
+    """A bilinear filter's lower texel index (int64) and weight of the upper one."""
+    x0 = tl.floor(x)
+    return x0.to(tl.int64), x - x0
+
+
+@_jit
 def _wrap(i, n, mode):
     """gbuffer._wrap: repeat (0), clamp (1), mirror (2)."""
     rep = _mod(i, n)
@@ -55,12 +62,8 @@ def _bilinear(texels, lut, offset, size, wrap, t, lvl, u, v, lin, m, L, ALL_REPE
     h = tl.load(size + k * 2 + 1, mask=m, other=1)
     x = u * w.to(tl.float32) - 0.5
     y = v * h.to(tl.float32) - 0.5
-    x0f = tl.floor(x)
-    y0f = tl.floor(y)
-    fx = x - x0f
-    fy = y - y0f
-    x0 = x0f.to(tl.int64)
-    y0 = y0f.to(tl.int64)
+    x0, fx = _cell(x)
+    y0, fy = _cell(y)
     if ALL_REPEAT:
         xa = _mod(x0, w)
         xb = _mod(x0 + 1, w)
@@ -237,12 +240,8 @@ def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, NTAPS: tl.constexpr, m):
     for jj in tl.static_range(NTAPS):
         x = (cx + tl.load(taps + jj * 2) * r) * SIZE - 0.5
         y = (cy + tl.load(taps + jj * 2 + 1) * r) * SIZE - 0.5
-        x0f = tl.floor(x)
-        y0f = tl.floor(y)
-        fx = x - x0f
-        fy = y - y0f
-        x0 = x0f.to(tl.int32)
-        y0 = y0f.to(tl.int32)
+        x0, fx = _cell(x)
+        y0, fy = _cell(y)
         acc = tl.full(px_.shape, 0.0, tl.float32)
         for dy in tl.static_range(2):
             for dx in tl.static_range(2):
