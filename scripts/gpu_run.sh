@@ -290,7 +290,7 @@ case "$what" in
     nvidia-cuda-mps-control -d && sleep 1
     for t in new old; do
       d=$PWD; cc="--compile-cache /tmp/cc_node"; [ $t = old ] && d=/tmp/old && cc=""
-      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
+      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && WMFORGE_COMPUTE_LEADERS=triton PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
         python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 150 \
         --procs "${MPS_PROCS:-8}" --backend compute:pixel $cc \
         --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -2) || true

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,25 @@ log = logging.getLogger(__name__)
 
 BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
+# the operator's (and the benchmarks') switch: auto (the kernel where it can run, when
+# ON_BY_DEFAULT), triton (wherever it can run), torch (the compiled torch graph)
+ENV = "WMFORGE_COMPUTE_LEADERS"
+ON_BY_DEFAULT = True
 _modules: dict[bool, Any] = {}
 
 
 def available(device: torch.device) -> bool:
     """Whether the kernel can run on ``device`` (CUDA with Triton importable)."""
     return raster_triton.available(device)
+
+
+def wanted(device: torch.device) -> bool:
+    """Whether the leaders on ``device`` are shaded by the kernel: where it can run, as
+    ``WMFORGE_COMPUTE_LEADERS`` (auto, triton, torch) says."""
+    mode = os.environ.get(ENV, "auto") or "auto"
+    if mode not in ("auto", "triton", "torch"):
+        raise ValueError(f"{ENV}={mode!r}; expected auto, triton or torch")
+    return available(device) and (mode == "triton" or (mode == "auto" and ON_BY_DEFAULT))
 
 
 def _module(interpret: bool) -> Any:
@@ -154,4 +168,4 @@ class LeaderKernel:
         return True
 
 
-__all__ = ["BLOCK", "LeaderKernel", "available", "light_bits"]
+__all__ = ["BLOCK", "ENV", "LeaderKernel", "available", "light_bits", "wanted"]

@@ -74,8 +74,8 @@ class MergedShading:
         self.gbr = gbr
         self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
         # the surface leaders' material and lighting: one Triton kernel (leaders_triton) on a
-        # GPU with Triton; None: there when available; False: the torch graph below
-        use = leaders_triton.available(gbr.geo.device) if kernel is None else kernel
+        # GPU with Triton; None: as leaders_triton.wanted says; False: the torch graph below
+        use = leaders_triton.wanted(gbr.geo.device) if kernel is None else kernel
         self.kernel = leaders_triton.LeaderKernel(gbr.geo, gbr.lut) if use else None
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)

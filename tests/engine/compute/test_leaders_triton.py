@@ -175,3 +175,15 @@ def test_compiled_kernel_on_the_gpu(captured) -> None:
         ref = torch.full((n, 3), -1.0)
         ms.surface(ref, *args)
         _check(ref[args[6]], got[flat].cpu())
+
+
+def test_the_switch(monkeypatch) -> None:
+    """``WMFORGE_COMPUTE_LEADERS``: never the kernel where it cannot run (a CPU), whatever
+    the switch says; a value it does not know is refused, naming the variable."""
+    cpu = torch.device("cpu")
+    for mode in ("auto", "triton", "torch", ""):
+        monkeypatch.setenv(leaders_triton.ENV, mode)
+        assert leaders_triton.wanted(cpu) is False
+    monkeypatch.setenv(leaders_triton.ENV, "fast")
+    with pytest.raises(ValueError, match="WMFORGE_COMPUTE_LEADERS='fast'; expected auto"):
+        leaders_triton.wanted(cpu)
