@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -60,6 +61,7 @@ def main() -> None:
             f"render.width={W}", f"render.height={H}", f"render.spatial_samples={a.spatial}",
             "render.temporal_samples=1", "render.backend=compute",
             f"render.compute_shading={rate}"]).render
+        os.environ["WMFORGE_COMPUTE_LEADERS"] = lk  # read as the renderer is made
         with posed_frames(tmp / f"r_{rate}_{lk}", cfg, traj) as pf:
             r = pf.ir.r
             dev = r.targets.device
@@ -75,12 +77,6 @@ def main() -> None:
             t0 = time.perf_counter()
             for i in range(3):
                 frame(i)
-                m_ = getattr(r.targets, "_merged", None)
-                if i == 0 and m_ is not None and lk != "auto":
-                    from stages.engine.compute.leaders_triton import LeaderKernel
-
-                    m_.kernel = (LeaderKernel(m_.gbr.geo, m_.gbr.lut) if lk == "triton"
-                                 else None)
             sync()
             warm_s = time.perf_counter() - t0
             if dev.type == "cuda":

@@ -34,25 +34,31 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 ENV = "TORCHINDUCTOR_CACHE_DIR"
+TRITON_ENV = "TRITON_CACHE_DIR"
 WAIT_S = 600.0  # a follower waits at most this long for the leader, then compiles itself
 POLL_S = 0.25
 
 
 def use_cache(path: str | os.PathLike[str] | None) -> Path | None:
     """Point Inductor's cache at ``path`` (made if missing) unless ``TORCHINDUCTOR_CACHE_DIR``
-    is set already (the operator's choice wins). Returns the folder in effect, or None where
-    neither says one. Call before the first compile."""
+    is set already (the operator's choice wins), and Triton's (``TRITON_CACHE_DIR``, unless
+    set) at its ``triton`` folder. Returns the folder in effect, or None where neither says
+    one. Call before the first compile."""
     if os.environ.get(ENV):
-        return Path(os.environ[ENV])
-    if not path:
+        p = Path(os.environ[ENV])
+    elif not path:
         return None
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OSError(f"render.compile_cache_dir {str(p)!r}: cannot make the folder ({exc})") \
-            from None
-    os.environ[ENV] = str(p)
+    else:
+        p = Path(path)
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(f"render.compile_cache_dir {str(p)!r}: cannot make the folder "
+                          f"({exc})") from None
+        os.environ[ENV] = str(p)
+    # Triton's own kernels (the depth pass, the leaders' kernel) in the same folder: Inductor
+    # points Triton there only once it loads a kernel of its own
+    os.environ.setdefault(TRITON_ENV, str(p / "triton"))
     return p
 
 
@@ -164,4 +170,4 @@ class FirstCompile:
             self._fd = None
 
 
-__all__ = ["ENV", "FirstCompile", "config_key", "sources_digest", "use_cache"]
+__all__ = ["ENV", "TRITON_ENV", "FirstCompile", "config_key", "sources_digest", "use_cache"]

@@ -20,6 +20,35 @@ _jit = InterpretedFunction if _INTERPRET else triton.jit
 
 
 @_jit
+def _mx(a, b):
+    """torch.maximum / clamp_min: a NaN stays NaN (Triton's maximum drops it)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@_jit
+def _mn(a, b):
+    """torch.minimum / clamp_max: a NaN stays NaN."""
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@_jit
+def _clamp(x, lo, hi):
+    return _mn(_mx(x, lo), hi)
+
+
+@_jit
+def _div(a, b):
+    """IEEE division, as torch's (a GPU's ``/`` is an approximation)."""
+    return tl.div_rn(a, b)
+
+
+@_jit
+def _sqrt(x):
+    """IEEE square root, as torch's."""
+    return tl.sqrt_rn(x)
+
+
+@_jit
 def _mod(i, n):
     """Python's (and torch.remainder's) modulo for n > 0."""
     r = i % n
@@ -103,10 +132,10 @@ def _sample(texels, lut, offset, size, levels, srgb, wrap, tex, u, v, dux, dvx, 
         ay = dvx * h0
         bx = duy * w0
         by = dvy * h0
-        rho = tl.maximum(tl.sqrt(ax * ax + ay * ay), tl.sqrt(bx * bx + by * by))
+        rho = _mx(_sqrt(ax * ax + ay * ay), _sqrt(bx * bx + by * by))
         nlev = tl.load(levels + t, mask=mt, other=1)
         top = (nlev - 1).to(tl.float32)
-        lod = tl.log2(tl.maximum(rho, 1e-12))
+        lod = tl.log2(_mx(rho, 1e-12))
         lod = tl.where(rho != rho, 0.0, lod)  # NaN derivatives (a degenerate triangle): 0
         lod = tl.minimum(tl.maximum(lod, 0.0), top)
         l0f = tl.floor(lod)
@@ -175,16 +204,20 @@ def _r11g11b10(x, BITS: tl.constexpr, MAX: tl.constexpr):
     x = tl.where(x != x, 0.0, x)
     x = tl.minimum(tl.maximum(x, 0.0), 65024.0)
     xc = tl.maximum(x, 2.0 ** -14)
-    # frexp's exponent: x = m 2^e, m in [0.5, 1); from the float's bits (xc is normal)
+    # frexp's exponent: x = m 2^e, m in [0.5, 1); from the float's bits (xc is normal). The
+    # step 2^(e-1-BITS) and its inverse are built from their bits, so x / step is exact
+    # (a GPU's exp2 and division are approximations)
     e = ((xc.to(tl.int32, bitcast=True) >> 23) & 255) - 126
-    step = tl.exp2(e.to(tl.float32) - 1.0 - BITS)
-    q = tl.floor(x / step) * step
+    step = ((e + 126 - BITS) << 23).to(tl.float32, bitcast=True)
+    inv = ((128 + BITS - e) << 23).to(tl.float32, bitcast=True)
+    q = tl.floor(x * inv) * step
     return tl.minimum(tl.where(x > 0, q, 0.0), MAX)
 
 
 @_jit
 def _normalize3(x, y, z):
-    s = tl.rsqrt(x * x + y * y + z * z)
+    """shade._normalize: a * rsqrt(a . a) (torch's rsqrt: 1 / sqrt)."""
+    s = _div(1.0, _sqrt(x * x + y * y + z * z))
     return x * s, y * s, z * s
 
 
@@ -195,13 +228,13 @@ def _sky(dx, dy, dz, sky, sun_dir, sun_rad, c):
     hor = tl.load(sky + 3 + c)
     gnd = tl.load(sky + 6 + c)
     h = dz
-    up_t = tl.exp2(0.45 * tl.log2(tl.minimum(tl.maximum(h, 0.0), 1.0)))
-    dn_t = tl.exp2(0.35 * tl.log2(tl.minimum(tl.maximum(-h, 0.0), 1.0)))
+    up_t = tl.exp2(0.45 * tl.log2(_clamp(h, 0.0, 1.0)))
+    dn_t = tl.exp2(0.35 * tl.log2(_clamp(-h, 0.0, 1.0)))
     up = hor * (1.0 - up_t) + zen * up_t
     down = hor * (1.0 - dn_t) + gnd * dn_t
     col = tl.where(h >= 0.0, up, down)
-    cs = tl.maximum(-(dx * tl.load(sun_dir) + dy * tl.load(sun_dir + 1)
-                      + dz * tl.load(sun_dir + 2)), 0.0)
+    cs = _mx(-(dx * tl.load(sun_dir) + dy * tl.load(sun_dir + 1)
+               + dz * tl.load(sun_dir + 2)), 0.0)
     lcs = tl.log2(cs)
     disc = tl.exp2(600.0 * lcs) * 40.0 + tl.exp2(8.0 * lcs) * 0.25
     return col + tl.load(sun_rad + c) * disc * tl.where(h + 0.02 >= 0.0, 1.0, 0.0)
@@ -221,7 +254,7 @@ def _sh(nx, ny, nz, sh, c):
 
 
 @_jit
-def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, NTAPS: tl.constexpr, m):
+def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, R, NTAPS: tl.constexpr, m):
     """gbuffer.shadow for sample 0 of 1 (every PCF tap)."""
     cx = ((tl.load(sun_vp) * px_ + tl.load(sun_vp + 1) * py_) + tl.load(sun_vp + 2) * pz_
           ) + tl.load(sun_vp + 3)
@@ -231,10 +264,10 @@ def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, NTAPS: tl.constexpr, m):
           ) + tl.load(sun_vp + 11)
     cw = ((tl.load(sun_vp + 12) * px_ + tl.load(sun_vp + 13) * py_)
           + tl.load(sun_vp + 14) * pz_) + tl.load(sun_vp + 15)
-    cx = cx / cw * 0.5 + 0.5
-    cy = cy / cw * 0.5 + 0.5
-    cz = cz / cw * 0.5 + 0.5
-    r = 2.5 / SIZE
+    cx = _div(cx, cw) * 0.5 + 0.5
+    cy = _div(cy, cw) * 0.5 + 0.5
+    cz = _div(cz, cw) * 0.5 + 0.5
+    r = R  # 2.5 / SIZE, from the host (torch: a Python float)
     z = cz - 0.0015  # gbuffer.SHADOW_BIAS
     s = tl.full(px_.shape, 0.0, tl.float32)
     for jj in tl.static_range(NTAPS):
@@ -255,7 +288,7 @@ def _shadow(smap, sun_vp, taps, px_, py_, pz_, SIZE, NTAPS: tl.constexpr, m):
                 acc = acc + wx * wy * tl.where(z <= d, 1.0, 0.0)
         s = s + acc
     outside = (cx < 0) | (cx > 1) | (cy < 0) | (cy > 1) | (cz > 1)
-    return tl.where(outside, 1.0, s / NTAPS)
+    return tl.where(outside, 1.0, _div(s, NTAPS * 1.0))
 
 
 @_jit
@@ -264,8 +297,8 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
             m_base, m_metal, m_rough, m_emis, m_tex,
             texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, L,
             vp, inv, eye,
-            sun_vp, smap, taps, SUN_SIZE,
-            l_vec, l_col, l_att, l_spot, l_range,
+            sun_vp, smap, taps, SUN_SIZE, SUN_R,
+            l_vec, l_col, l_att, l_spot, l_range, l_edge,
             sky, sun_dir, sun_rad, sh, ibl_strength, sky_strength,
             NTAPS: tl.constexpr, FLAGS: tl.constexpr, SHADOW_LIGHT: tl.constexpr,
             HAS_SUN: tl.constexpr,
@@ -285,8 +318,8 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
     pix = f % (H * W)
     pxf = (pix % W).to(tl.float32) + 0.5
     pyf = (pix // W).to(tl.float32) + 0.5
-    nx = pxf / W * 2.0 - 1.0
-    ny = pyf / H * 2.0 - 1.0
+    nx = _div(pxf, W * 1.0) * 2.0 - 1.0
+    ny = _div(pyf, H * 1.0) * 2.0 - 1.0
     # ---- the material (gbuffer.material, sample 0 of 1)
     mat = tl.load(f_mat + t, mask=m, other=0)
     u = _interp(f_uv, t, b0, b1, b2, 0, 2, m)
@@ -343,8 +376,8 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
                                                                         4, m) * sb
     _, mg, mb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_mr, u,
                            v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
-    metallic = tl.minimum(tl.maximum(tl.load(m_metal + mat, mask=m, other=0.0) * mb, 0.0), 1.0)
-    rough = tl.minimum(tl.maximum(tl.load(m_rough + mat, mask=m, other=1.0) * mg, 0.04), 1.0)
+    metallic = _clamp(tl.load(m_metal + mat, mask=m, other=0.0) * mb, 0.0, 1.0)
+    rough = _clamp(tl.load(m_rough + mat, mask=m, other=1.0) * mg, 0.04, 1.0)
     px_ = _interp(f_pos, t, b0, b1, b2, 0, 3, m)
     py_ = _interp(f_pos, t, b0, b1, b2, 1, 3, m)
     pz_ = _interp(f_pos, t, b0, b1, b2, 2, 3, m)
@@ -369,24 +402,24 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
         bix += bc * ((ny_c * tz_c - nz_c * ty_c) * sw)
         biy += bc * ((nz_c * tx_c - nx_c * tz_c) * sw)
         biz += bc * ((nx_c * ty_c - ny_c * tx_c) * sw)
-    inorm = 1.0 / tl.maximum(tl.sqrt(nix * nix + niy * niy + niz * niz), 1e-30)
-    nrx = nix * inorm
-    nry = niy * inorm
-    nrz = niz * inorm
+    inorm = _mx(_sqrt(nix * nix + niy * niy + niz * niz), 1e-30)
+    nrx = _div(nix, inorm)
+    nry = _div(niy, inorm)
+    nrz = _div(niz, inorm)
     nmr, nmg, nmb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_n,
                                u, v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
     use = ((tex_n >= 0) & (tix * tix + tiy * tiy + tiz * tiz > 0.5)
            & ((nmr != 1.0) | (nmg != 1.0) | (nmb != 1.0)))
     qx = nmr * 2 - 1
     qy = nmg * 2 - 1
-    tz = tl.sqrt(tl.minimum(tl.maximum(1 - (qx * qx + qy * qy), 0.0), 1.0))
+    tz = _sqrt(_clamp(1 - (qx * qx + qy * qy), 0.0, 1.0))
     mx = tix * qx + bix * qy + nix * tz
     my = tiy * qx + biy * qy + niy * tz
     mz = tiz * qx + biz * qy + niz * tz
-    minorm = 1.0 / tl.maximum(tl.sqrt(mx * mx + my * my + mz * mz), 1e-30)
-    nrx = tl.where(use, mx * minorm, nrx)
-    nry = tl.where(use, my * minorm, nry)
-    nrz = tl.where(use, mz * minorm, nrz)
+    minorm = _mx(_sqrt(mx * mx + my * my + mz * mz), 1e-30)
+    nrx = tl.where(use, _div(mx, minorm), nrx)
+    nry = tl.where(use, _div(my, minorm), nry)
+    nrz = tl.where(use, _div(mz, minorm), nrz)
     ex = tl.load(eye + view * 3, mask=m, other=0.0)
     ey = tl.load(eye + view * 3 + 1, mask=m, other=0.0)
     ez = tl.load(eye + view * 3 + 2, mask=m, other=0.0)
@@ -401,7 +434,7 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
     etr, etg, etb, _ = _sample(texels, lut, t_offset, t_size, t_levels, t_srgb, t_wrap, tex_e, u,
                                v, dux, dvx, duy, dvy, m, L, ALL_REPEAT, HAS_TEX)
     if HAS_SUN:
-        shadow = _shadow(smap, sun_vp, taps, px_, py_, pz_, SUN_SIZE, NTAPS, m)
+        shadow = _shadow(smap, sun_vp, taps, px_, py_, pz_, SUN_SIZE, SUN_R, NTAPS, m)
     else:
         shadow = tl.full(u.shape, 1.0, tl.float32)
     # ---- the planes as the atlas stores them (shade.stored_planes)
@@ -414,10 +447,10 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
     met = _half(metallic)
     rgh = _half(rough)
     sun_shadow = _half(shadow)
-    s1 = 1.0 / (tl.abs(nrx) + tl.abs(nry) + tl.abs(nrz))
-    ox = nrx * s1
-    oy = nry * s1
-    oz = nrz * s1
+    s1 = tl.abs(nrx) + tl.abs(nry) + tl.abs(nrz)
+    ox = _div(nrx, s1)
+    oy = _div(nry, s1)
+    oz = _div(nrz, s1)
     sx = tl.where(ox >= 0.0, 1.0, -1.0)
     sy = tl.where(oy >= 0.0, 1.0, -1.0)
     e0 = _half(tl.where(oz < 0.0, (1.0 - tl.abs(oy)) * sx, ox))
@@ -439,9 +472,9 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
         tl.load(ivp + 10, mask=m, other=0.0) * zc + tl.load(ivp + 11, mask=m, other=0.0)
     qw4 = tl.load(ivp + 12, mask=m, other=1.0) * nx + tl.load(ivp + 13, mask=m, other=0.0) * ny \
         + tl.load(ivp + 14, mask=m, other=0.0) * zc + tl.load(ivp + 15, mask=m, other=0.0)
-    wpx = qx4 / qw4
-    wpy = qy4 / qw4
-    wpz = qz4 / qw4
+    wpx = _div(qx4, qw4)
+    wpy = _div(qy4, qw4)
+    wpz = _div(qz4, qw4)
     a = rgh * rgh
     dif_r = base_r * (1.0 - met) * 0.96
     dif_g = base_g * (1.0 - met) * 0.96
@@ -450,7 +483,7 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
     f0g = 0.04 * (1.0 - met) + base_g * met
     f0b = 0.04 * (1.0 - met) + base_b * met
     vx, vy, vz = _normalize3(ex - wpx, ey - wpy, ez - wpz)
-    nv = tl.minimum(tl.maximum(wnx * vx + wny * vy + wnz * vz, 1e-4), 1.0)
+    nv = _clamp(wnx * vx + wny * vy + wnz * vz, 1e-4, 1.0)
     a2 = a * a
     for i in tl.static_range(4):
         if (FLAGS >> (4 * i)) & 1:
@@ -458,50 +491,53 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
             lpx = tl.load(l_vec + i * 4) - wpx * lw
             lpy = tl.load(l_vec + i * 4 + 1) - wpy * lw
             lpz = tl.load(l_vec + i * 4 + 2) - wpz * lw
-            dist = tl.sqrt(lpx * lpx + lpy * lpy + lpz * lpz)
-            idist = 1.0 / tl.maximum(dist, 1e-6)
-            lx = lpx * idist
-            ly = lpy * idist
-            lz = lpz * idist
+            dist = _sqrt(lpx * lpx + lpy * lpy + lpz * lpz)
+            dcl = _mx(dist, 1e-6)
+            lx = _div(lpx, dcl)
+            ly = _div(lpy, dcl)
+            lz = _div(lpz, dcl)
             if (FLAGS >> (4 * i + 1)) & 1:
-                atten = 1.0 / tl.maximum(tl.load(l_att + i * 3) + tl.load(l_att + i * 3 + 1) * dist
-                                         + tl.load(l_att + i * 3 + 2) * dist * dist, 1e-4)
+                atten = _div(1.0, _mx(tl.load(l_att + i * 3) + tl.load(l_att + i * 3 + 1) * dist
+                                      + tl.load(l_att + i * 3 + 2) * dist * dist, 1e-4))
             else:
                 atten = tl.full(u.shape, 1.0, tl.float32)
             rng = tl.load(l_range + i)
             if (FLAGS >> (4 * i + 2)) & 1:
-                q = dist / rng
-                rw = tl.minimum(tl.maximum(1.0 - q * q * q * q, 0.0), 1.0)
+                q = _div(dist, rng)
+                rw = _clamp(1.0 - q * q * q * q, 0.0, 1.0)
                 atten = atten * (rw * rw)
             if (FLAGS >> (4 * i + 3)) & 1:
-                cut = tl.load(l_spot + i * 4 + 3)
+                # shade._smoothstep(cut - 0.02, cut + 0.02, .): its edge and width as torch
+                # takes them (float64 from the flags, then float32): l_edge
                 cd = -(tl.load(l_spot + i * 4) * lx + tl.load(l_spot + i * 4 + 1) * ly
                        + tl.load(l_spot + i * 4 + 2) * lz)
-                st = tl.minimum(tl.maximum((cd - (cut - 0.02)) / 0.04, 0.0), 1.0)
+                st = _clamp(_div(cd - tl.load(l_edge + i * 2), tl.load(l_edge + i * 2 + 1)),
+                            0.0, 1.0)
                 atten = atten * (st * st * (3.0 - 2.0 * st))
             if i == SHADOW_LIGHT:
                 atten = atten * sun_shadow
             hx, hy, hz = _normalize3(lx + vx, ly + vy, lz + vz)
-            nl = tl.minimum(tl.maximum(wnx * lx + wny * ly + wnz * lz, 0.0), 1.0)
-            nh = tl.minimum(tl.maximum(wnx * hx + wny * hy + wnz * hz, 0.0), 1.0)
-            vh = tl.minimum(tl.maximum(vx * hx + vy * hy + vz * hz, 0.0), 1.0)
+            nl = _clamp(wnx * lx + wny * ly + wnz * lz, 0.0, 1.0)
+            nh = _clamp(wnx * hx + wny * hy + wnz * hz, 0.0, 1.0)
+            vh = _clamp(vx * hx + vy * hy + vz * hz, 0.0, 1.0)
             fr5 = (1.0 - vh) * (1.0 - vh)
             fr5 = fr5 * fr5 * (1.0 - vh)
             dd = nh * nh * (a2 - 1.0) + 1.0
-            D = a2 / (3.141592653589793 * dd * dd)
-            gv = nl * tl.sqrt(nv * nv * (1.0 - a2) + a2)
-            gl = nv * tl.sqrt(nl * nl * (1.0 - a2) + a2)
+            D = _div(a2, 3.141592653589793 * dd * dd)
+            gv = nl * _sqrt(nv * nv * (1.0 - a2) + a2)
+            gl = nv * _sqrt(nl * nl * (1.0 - a2) + a2)
             sg = gv + gl
-            V = tl.where(sg > 0.0, 0.5 / tl.where(sg > 0.0, sg, 1.0), 0.0)
-            k = nl * atten
+            V = tl.where(sg > 0.0, _div(0.5, tl.where(sg > 0.0, sg, 1.0)), 0.0)
             Fr = f0r + (1.0 - f0r) * fr5
             Fg = f0g + (1.0 - f0g) * fr5
             Fb = f0b + (1.0 - f0b) * fr5
-            tr = k * tl.load(l_col + i * 3) * ((1.0 - Fr) * dif_r / 3.141592653589793 + Fr * D * V)
-            tg = k * tl.load(l_col + i * 3 + 1) * ((1.0 - Fg) * dif_g / 3.141592653589793
-                                                   + Fg * D * V)
-            tb = k * tl.load(l_col + i * 3 + 2) * ((1.0 - Fb) * dif_b / 3.141592653589793
-                                                   + Fb * D * V)
+            # nl * lc * atten * brdf, in torch's order
+            tr = nl * tl.load(l_col + i * 3) * atten * (
+                _div((1.0 - Fr) * dif_r, 3.141592653589793) + Fr * D * V)
+            tg = nl * tl.load(l_col + i * 3 + 1) * atten * (
+                _div((1.0 - Fg) * dif_g, 3.141592653589793) + Fg * D * V)
+            tb = nl * tl.load(l_col + i * 3 + 2) * atten * (
+                _div((1.0 - Fb) * dif_b, 3.141592653589793) + Fb * D * V)
             if (FLAGS >> (4 * i + 2)) & 1:
                 far = dist >= rng
                 tr = tl.where(far, 0.0, tr)
@@ -517,17 +553,17 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
     r4y = rgh * -0.0275 + 0.0425
     r4z = rgh * -0.572 + 1.04
     r4w = rgh * 0.022 - 0.04
-    a004 = tl.minimum(r4x * r4x, tl.exp2(-9.28 * nv)) * r4x + r4y
+    a004 = _mn(r4x * r4x, tl.exp2(-9.28 * nv)) * r4x + r4y
     abx = -1.04 * a004 + r4z
     aby = 1.04 * a004 + r4w
     for c in tl.static_range(3):
-        irr = tl.maximum(_sh(wnx, wny, wnz, sh, c), 0.0)
-        senv = tl.where(rgh > 0.75, irr / 3.141592653589793,
-                        _sky(rx, ry, rz, sky, sun_dir, sun_rad, c) * (1.0 - rgh)
-                        + irr / 3.141592653589793 * rgh)
+        irr = _mx(_sh(wnx, wny, wnz, sh, c), 0.0)
+        ipi = _div(irr, 3.141592653589793)
+        senv = tl.where(rgh > 0.75, ipi,
+                        _sky(rx, ry, rz, sky, sun_dir, sun_rad, c) * (1.0 - rgh) + ipi * rgh)
         dif = dif_r if c == 0 else (dif_g if c == 1 else dif_b)
         f0 = f0r if c == 0 else (f0g if c == 1 else f0b)
-        ibl = dif * irr / 3.141592653589793 + senv * (f0 * abx + aby)
+        ibl = _div(dif * irr, 3.141592653589793) + senv * (f0 * abx + aby)
         if c == 0:
             col_r += ibl_strength * ibl
         elif c == 1:
@@ -544,7 +580,7 @@ def leaders(out, flat, tri, bary, depth, n, H, W,
         tl.load(ivp + 10, mask=m, other=0.0) + tl.load(ivp + 11, mask=m, other=0.0)
     fw4 = tl.load(ivp + 12, mask=m, other=1.0) * nx + tl.load(ivp + 13, mask=m, other=0.0) * ny \
         + tl.load(ivp + 14, mask=m, other=0.0) + tl.load(ivp + 15, mask=m, other=0.0)
-    kx, ky, kz = _normalize3(fx4 / fw4 - ex, fy4 / fw4 - ey, fz4 / fw4 - ez)
+    kx, ky, kz = _normalize3(_div(fx4, fw4) - ex, _div(fy4, fw4) - ey, _div(fz4, fw4) - ez)
     col_r = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 0), col_r)
     col_g = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 1), col_g)
     col_b = tl.where(is_sky, sky_strength * _sky(kx, ky, kz, sky, sun_dir, sun_rad, 2), col_b)

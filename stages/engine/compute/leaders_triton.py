@@ -36,12 +36,14 @@ from .lighting import Lighting
 
 log = logging.getLogger(__name__)
 
+if MAX_LIGHTS != 4:  # leaders_kernel unrolls four lights
+    raise ImportError(f"leaders_triton: the kernel takes 4 lights, pbr.MAX_LIGHTS is {MAX_LIGHTS}")
 BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
 # the operator's (and the benchmarks') switch: auto (the kernel where it can run, when
 # ON_BY_DEFAULT), triton (wherever it can run), torch (the compiled torch graph)
 ENV = "WMFORGE_COMPUTE_LEADERS"
-ON_BY_DEFAULT = True
+ON_BY_DEFAULT = False  # until the compiled kernel has passed its `gpu` test on a card
 _modules: dict[bool, Any] = {}
 
 
@@ -137,7 +139,15 @@ class LeaderKernel:
                                                    int(sun.pcf_taps), True)
         else:
             sun_vp, smap_, size, ntaps, has_sun = self.taps, self.taps, 1, 1, False
+        if ntaps not in (1, 2, 4, 8):  # the kernel reads taps[0 .. ntaps - 1]
+            raise ValueError(f"leaders kernel: {ntaps} PCF taps; expected 1, 2, 4 or 8")
         sky = torch.cat([lt.sky_zenith, lt.sky_horizon, lt.sky_ground]).to(f32).contiguous()
+        # each spot's smoothstep edge and width as shade._smoothstep takes them (float64
+        # from the flags, then float32)
+        edge = [[0.0, 1.0] for _ in range(MAX_LIGHTS)]
+        for i, (_, _, _, cut) in enumerate(lt.light_flags[:MAX_LIGHTS]):
+            edge[i] = [cut - 0.02, (cut + 0.02) - (cut - 0.02)]
+        l_edge = torch.tensor(edge, dtype=f32).to(dev, non_blocking=True)
         block = INTERPRET_BLOCK if self.interpret else BLOCK
         args = (out, flat.contiguous(), tri.contiguous(), bary.to(f32).contiguous(),
                 depth.to(f32).contiguous(), n, int(H), int(W),
@@ -146,10 +156,10 @@ class LeaderKernel:
                 *self.mats, self.texels, self.lut, self.offset, self.size, self.levels,
                 self.srgb, self.wrap, self.L,
                 cams.view_proj.to(f32).contiguous(), inv.to(f32).contiguous(),
-                cams.eye.to(f32).contiguous(), sun_vp, smap_, self.taps, size,
+                cams.eye.to(f32).contiguous(), sun_vp, smap_, self.taps, size, 2.5 / size,
                 lt.light_vec.contiguous(), lt.light_color.contiguous(),
                 lt.light_att.contiguous(), lt.light_spot.contiguous(),
-                lt.light_range.contiguous(), sky, lt.sun_dir_world.contiguous(),
+                lt.light_range.contiguous(), l_edge, sky, lt.sun_dir_world.contiguous(),
                 lt.sun_radiance.contiguous(), lt.sh_coeffs.contiguous(),
                 float(lt.ibl_strength), float(lt.sky_strength))
         consts = dict(NTAPS=ntaps, FLAGS=light_bits(lt), SHADOW_LIGHT=int(lt.shadow_light),

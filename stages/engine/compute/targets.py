@@ -176,12 +176,14 @@ class ComputeTargets(SceneTargets):
 
     def _gate_key(self) -> str:
         """Everything that shapes a compiled graph: the device, sizes, samples, the mask
-        scale, the look (tone map, shadow map, PCF taps...), the preview, the code."""
+        scale, the look (tone map, shadow map, PCF taps...), the preview, whether the leaders'
+        Triton kernel shades (its own compile instead of the torch graph's), the code."""
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
+        kernel = self._merged is not None and self._merged.kernel is not None
         return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
                           self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
-                          self.with_preview, sources_digest())
+                          self.with_preview, kernel, sources_digest())
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this

@@ -66,8 +66,9 @@ print("RESULT " + json.dumps({"role": role, "compile_s": compile_s, "waited_s": 
 def no_cache_env(monkeypatch):
     """TORCHINDUCTOR_CACHE_DIR unset for the test and restored after it, whatever use_cache
     set meanwhile (``monkeypatch.delenv`` of an unset variable records nothing to undo)."""
-    monkeypatch.setenv(cc.ENV, "")
-    monkeypatch.delenv(cc.ENV)
+    for var in (cc.ENV, cc.TRITON_ENV):
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     return monkeypatch
 
 
@@ -78,13 +79,14 @@ def _cache_variable_left_as_found():
     leave it for the tests after them (which would compile into another test's tmp folder).
     Captured here, not at import: torch itself sets it to its default on a first compile in
     an earlier test module."""
-    before = os.environ.get(cc.ENV)
+    before = [os.environ.get(v) for v in (cc.ENV, cc.TRITON_ENV)]
     yield
-    assert os.environ.get(cc.ENV) == before, (before, os.environ.get(cc.ENV))
+    after = [os.environ.get(v) for v in (cc.ENV, cc.TRITON_ENV)]
+    assert after == before, (before, after)
 
 
 def _start(code: str, *args: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != cc.ENV}
+    env = {k: v for k, v in os.environ.items() if k not in (cc.ENV, cc.TRITON_ENV)}
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**env, "PYTHONPATH": str(REPO)})
@@ -165,8 +167,11 @@ def test_use_cache_sets_the_folder_unless_the_operator_did(tmp_path, no_cache_en
     assert cc.use_cache(None) is None and cc.ENV not in os.environ
     d = tmp_path / "a" / "b"
     assert cc.use_cache(d) == d and d.is_dir() and os.environ[cc.ENV] == str(d)
+    assert os.environ[cc.TRITON_ENV] == str(d / "triton")  # Triton's own kernels beside
     monkeypatch.setenv(cc.ENV, str(tmp_path / "operator"))
+    monkeypatch.setenv(cc.TRITON_ENV, str(tmp_path / "operator_triton"))
     assert cc.use_cache(tmp_path / "mine") == tmp_path / "operator"
+    assert os.environ[cc.TRITON_ENV] == str(tmp_path / "operator_triton")
     monkeypatch.delenv(cc.ENV)
     (tmp_path / "file").write_text("x")
     with pytest.raises(OSError, match=r"render\.compile_cache_dir '.*file/sub': cannot make"):

@@ -103,31 +103,96 @@ def test_the_kernel_stores_what_the_torch_path_stores(captured) -> None:
         ref, got, flat = _both(ms, args)
         assert len(flat) > 500, level
         _check(ref, got)
+        # under the interpreter (numpy's float32, no fused multiply-adds) the same bytes
+        assert torch.equal(ref, got), level
         # the same inputs, the same bytes
         _, again, _ = _both(ms, args)
         assert torch.equal(got, again), level
 
 
+def _centre(args: tuple) -> list[float]:
+    """The leaders' mean world position."""
+    fr, tri, bary = args[0], args[7], args[8]
+    return (bary[..., None] * fr.pos[tri]).sum(1).mean(0).tolist()
+
+
 def test_every_kind_of_light_matches(captured) -> None:
     """Point, ranged and spot lights beside the sun (the sample levels light with the sun
-    and the sky only): each branch of the light loop against the torch path's."""
+    and the sky only), placed among the leaders: each branch of the light loop against the
+    torch path's, each light changing many leaders, with the shadow on the sun, on another
+    light and on none."""
+    from dataclasses import replace
+
     ms, args = next(iter(captured.values()))
-    pos = args[0].pos.reshape(-1, 3)
-    c = pos.mean(0).tolist()
+    c = _centre(args)
     lights = [{"vec": (0.3, 0.4, 0.87, 0.0), "color": (2.0, 1.9, 1.7)},
               {"vec": (c[0] + 1, c[1], c[2] + 2, 1.0), "color": (5.0, 3.0, 1.0),
                "att": (1.0, 0.1, 0.05)},
               {"vec": (c[0] - 2, c[1] + 1, c[2] + 3, 1.0), "color": (1.0, 4.0, 2.0),
-               "att": (1.0, 0.0, 0.2), "range": 6.0},
+               "att": (1.0, 0.0, 0.02), "range": 25.0},
               {"vec": (c[0], c[1] - 1, c[2] + 4, 1.0), "color": (3.0, 3.0, 6.0),
-               "att": (1.0, 0.05, 0.0), "spot": (0.0, 0.2, -0.98, 0.8), "range": 9.0}]
+               "att": (1.0, 0.05, 0.0), "spot": (0.0, 0.2, -0.98, 0.3), "range": 30.0}]
     lt = make_lighting(lights, sky_settings({}), shadow_light=0, ibl_strength=0.7)
     assert leaders_triton.light_bits(lt) == 0b1111_0111_0011_0001
     ref, got, _ = _both(ms, args, lt)
     _check(ref, got)
-    # the point lights changed the picture (the branches ran)
-    ref0, _, _ = _both(ms, args)
-    assert (ref - ref0).abs().max() > 0.05
+    for i in range(1, 4):  # each light reaches many leaders (its branch ran on them)
+        off = make_lighting(lights[:i] + lights[i + 1:], sky_settings({}), shadow_light=0,
+                            ibl_strength=0.7)
+        r_off, g_off, _ = _both(ms, args, off)
+        _check(r_off, g_off)
+        changed = ((ref - r_off).abs().amax(1) > 0).float().mean().item()
+        assert changed > 0.05, (i, changed)
+    for shadow in (-1, 2):
+        r_s, g_s, _ = _both(ms, args, replace(lt, shadow_light=shadow))
+        _check(r_s, g_s)
+        assert not torch.equal(r_s, ref)
+
+
+def test_wrap_modes_emission_sky_depth_one_level_and_zero_normals(captured) -> None:
+    """What the sample levels do not have: clamp and mirror wrap modes (mixed per axis, UVs
+    well outside [0, 1]), emissive materials with emission textures, leaders at depth 1,
+    textures of one level, triangles with zero normals (a NaN normal in torch, stored as 0)."""
+    from dataclasses import replace
+
+    for ms, args in captured.values():
+        geo = ms.gbr.geo
+        tt, mt = geo.textures, geo.materials
+        fr = args[0]
+        g = torch.Generator().manual_seed(7)
+        wrap = torch.randint(0, 3, tt.wrap.shape, generator=g)
+        uv = fr.uv * 3.0 - 1.0
+        nrm = fr.nrm.clone()
+        tan = fr.tan.clone()
+        zero = torch.rand(len(nrm), generator=g) < 0.05
+        nrm[zero] = 0.0
+        tan[zero] = 0.0
+        emis = torch.where(torch.rand(len(mt.emission), 1, generator=g) < 0.5,
+                           torch.rand(mt.emission.shape, generator=g) * 4.0, 0.0)
+        tex = mt.tex.clone()
+        tex[:, 3] = tex[:, 0]
+        depth = args[9].clone()
+        depth[torch.rand(len(depth), generator=g) < 0.05] = 1.0
+        cases = {
+            "wrap": (replace(tt, wrap=wrap, all_repeat=False), mt, replace(fr, uv=uv)),
+            "emission": (tt, replace(mt, emission=emis.float(), tex=tex), fr),
+            "one level": (replace(tt, levels=torch.ones_like(tt.levels)), mt, fr),
+            "zero normals": (tt, mt, replace(fr, nrm=nrm, tan=tan)),
+        }
+        old = geo.textures, geo.materials
+        try:
+            for name, (t_, m_, f_) in cases.items():
+                geo.textures, geo.materials = t_, m_
+                ref0, _, _ = _both(ms, args)
+                ref, got, _ = _both(ms, (f_, *args[1:]))
+                _check(ref, got)
+                assert torch.equal(ref, got), name
+                assert not torch.equal(ref, ref0) or name != "wrap", name
+            geo.textures, geo.materials = old
+            ref, got, _ = _both(ms, (*args[:9], depth))
+            assert torch.equal(ref, got), "depth 1"
+        finally:
+            geo.textures, geo.materials = old
 
 
 def test_without_a_sun_or_textures(captured) -> None:
