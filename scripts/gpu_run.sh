@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|survey} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|survey|kernel} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -305,6 +305,16 @@ case "$what" in
       -m "gpu or not gpu" tests/engine/compute/test_fused_steps.py tests/engine/test_gl_yuv.py \
       tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
       | tee "$OUT/gpu_tests.log" | tail -6 || true ;;
+  kernel) # issue #30, the leaders' Triton kernel alone, for a short lease: its exactness test
+          # and the compiled kernel against the torch path on the card, then one 720p x 8
+          # compute frame with the torch graph and with the kernel (device time per frame)
+    timeout "${TEST_S:-110}" python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
+      -m "gpu or not gpu" -k "stores or compiled" tests/engine/compute/test_leaders_triton.py 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -8 || true
+    timeout "${F_S:-110}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
+      --spatial 8 --rates pixel --leaders triton,torch --frames 4 --json "$OUT/frame.json" 2>&1 \
+      | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
+    grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do
         set -- $cfg
         python3 tests/benchmarks/bench_ground_truth.py --preset "$1" --spatial "$2" \
