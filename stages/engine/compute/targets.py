@@ -29,6 +29,7 @@ from ...media.video import label_bitmap
 from ..look import Look
 from ..render_settings import COMPUTE_SHADING
 from ..scene_targets import SceneTargets
+from . import leaders_triton
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
 from .compile_cache import FirstCompile, config_key, sources_digest, use_cache
 from .compiled import Compiled
@@ -180,7 +181,8 @@ class ComputeTargets(SceneTargets):
         Triton kernel shades (its own compile instead of the torch graph's), the code."""
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
-        kernel = self._merged is not None and self._merged.kernel is not None
+        # as MergedShading decides it (the gate is entered before the scene is built)
+        kernel = self.shading_rate == "pixel" and leaders_triton.wanted(self.device)
         return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
                           self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
                           self.with_preview, kernel, sources_digest())

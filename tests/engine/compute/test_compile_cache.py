@@ -286,3 +286,25 @@ def test_a_marker_that_cannot_be_written_leaves_the_frames_standing(tmp_path, mo
     assert "cannot mark k1 warm" in caplog.text
     assert not first.marker.exists()
     assert cc.FirstCompile(tmp_path, "k1", wait_s=1).enter() == "leader"
+
+
+def test_the_gate_key_says_which_leaders_path_shades(tmp_path, no_cache_env, monkeypatch):
+    """Renderers shading the leaders with the Triton kernel compile other things than those
+    with the torch graph: a warm marker of one must not let the other skip its wait. Decided
+    as MergedShading decides it, before the scene exists (the gate is entered first)."""
+    from stages.engine.compute import leaders_triton
+    from stages.engine.compute.targets import ComputeTargets
+    from tests.looks import look as make_look
+
+    monkeypatch.setattr(leaders_triton, "available", lambda device: True)
+    t = ComputeTargets(32, 18, 2, look=make_look(), compile_cache=str(tmp_path / "cc"))
+    try:
+        keys = {}
+        for mode in ("triton", "torch", "auto"):
+            monkeypatch.setenv(leaders_triton.ENV, mode)
+            keys[mode] = t._gate_key()
+        assert keys["triton"] != keys["torch"]
+        assert keys["auto"] == (keys["triton"] if leaders_triton.ON_BY_DEFAULT
+                                else keys["torch"])
+    finally:
+        t.close()
