@@ -33,6 +33,7 @@ from .cameras import Cameras, Sun
 from .compiled import _is_compile_failure
 from .gbuffer import PCF_TAPS
 from .lighting import Lighting
+from .upload import upload
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class LeaderKernel:
                      m.tex.to(i64).contiguous())
         self.taps = torch.tensor(PCF_TAPS, dtype=torch.float32, device=dev).contiguous()
         self.failed: str | None = None  # the compile error, once one happened
+        self._edges: tuple[tuple[float, ...], torch.Tensor] | None = None
 
     def __call__(self, out: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
                  bary: torch.Tensor, depth: torch.Tensor, H: int, W: int, fr: Any,
@@ -144,10 +146,13 @@ class LeaderKernel:
         sky = torch.cat([lt.sky_zenith, lt.sky_horizon, lt.sky_ground]).to(f32).contiguous()
         # each spot's smoothstep edge and width as shade._smoothstep takes them (float64
         # from the flags, then float32)
-        edge = [[0.0, 1.0] for _ in range(MAX_LIGHTS)]
-        for i, (_, _, _, cut) in enumerate(lt.light_flags[:MAX_LIGHTS]):
-            edge[i] = [cut - 0.02, (cut + 0.02) - (cut - 0.02)]
-        l_edge = torch.tensor(edge, dtype=f32).to(dev, non_blocking=True)
+        cuts = tuple(float(f[3]) for f in lt.light_flags[:MAX_LIGHTS])
+        if self._edges is None or self._edges[0] != cuts:  # uploaded when the spots change
+            edge = [[0.0, 1.0] for _ in range(MAX_LIGHTS)]
+            for i, cut in enumerate(cuts):
+                edge[i] = [cut - 0.02, (cut + 0.02) - (cut - 0.02)]
+            self._edges = (cuts, upload(edge, dev, f32))
+        l_edge = self._edges[1]
         block = INTERPRET_BLOCK if self.interpret else BLOCK
         args = (out, flat.contiguous(), tri.contiguous(), bary.to(f32).contiguous(),
                 depth.to(f32).contiguous(), n, int(H), int(W),
