@@ -288,6 +288,7 @@ case "$what" in
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
+    rm -rf /tmp/cc_node  # a fresh node compile cache
     for t in new old; do
       d=$PWD; cc="--compile-cache /tmp/cc_node"; [ $t = old ] && d=/tmp/old && cc=""
       l=$(left 60); [ "$l" = 0 ] || (cd "$d" && WMFORGE_COMPUTE_LEADERS=triton PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
@@ -311,8 +312,8 @@ case "$what" in
     timeout "${TEST_S:-110}" python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
       -m "gpu or not gpu" -k "stores or compiled" tests/engine/compute/test_leaders_triton.py 2>&1 \
       | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -8 || true
-    timeout "${F_S:-110}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
-      --spatial 8 --rates pixel --leaders triton,torch --frames 4 --json "$OUT/frame.json" 2>&1 \
+    timeout "${F_S:-200}" python3 tests/benchmarks/bench_compute_frame.py --size 1280x720 \
+      --spatial 8 --rates pixel --leaders torch,triton --frames 4 --json "$OUT/frame.json" 2>&1 \
       | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
     grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log" ;;
   gt) for cfg in "720p 8" "540p 1"; do

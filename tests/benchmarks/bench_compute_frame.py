@@ -5,7 +5,8 @@ split of the ``pixel`` path into its steps.
 
     python tests/benchmarks/bench_compute_frame.py [--size 1280x720] [--spatial 8]
         [--rates pixel,sample] [--frames 10] [--level NatureValley/AlpineMeadow]
-        [--profile] [--trace trace.json.gz] [--json out.json]
+        [--leaders auto,torch,triton] [--profile] [--profile-rows 25]
+        [--trace trace_{rate}_{leaders}.json.gz] [--json out.json]
 
 It builds the sample library and one Stage I trajectory in a scratch folder, poses that
 trajectory's frames and draws them: three warm-up frames (compiling), then ``--frames`` timed
@@ -13,7 +14,9 @@ ones; then the same frames again with every step waited for (the split: slower i
 step's own time). ``--profile``: torch.profiler's table of the ops that took the most device
 time over two frames; ``--trace``: the same two frames recorded with Python stacks into a Chrome
 trace (gzip), which ``trace_split.py`` splits by the function that launched each kernel (on a
-CPU, each operator). Prints one JSON line per rate.
+CPU, each operator). ``--leaders``: how the surface leaders are shaded, one run each
+(``WMFORGE_COMPUTE_LEADERS``: the torch graph, or the Triton kernel where it can run). Prints
+one JSON line per rate and leaders path.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def main() -> None:
                     frame(5)
                     frame(6)
                     sync()
+                print(f"profile: {rate}, leaders {lk}")
                 print(prof.key_averages().table(sort_by="cuda_time_total",
                                                 row_limit=a.profile_rows))
             if a.trace:
@@ -135,7 +139,7 @@ def main() -> None:
                     sync()
                 raw = tmp / f"trace_{rate}.json"
                 prof.export_chrome_trace(str(raw))
-                dest = Path(a.trace.replace("{rate}", rate))
+                dest = Path(a.trace.replace("{rate}", rate).replace("{leaders}", lk))
                 with raw.open("rb") as src, gzip.open(dest, "wb") as dst:
                     shutil.copyfileobj(src, dst)
             print(json.dumps(res), flush=True)

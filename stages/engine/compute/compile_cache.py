@@ -8,7 +8,9 @@ small graphs: 15.6 s cold, 1.3 s warm). Two things are added here:
 
 - **Where**: :func:`use_cache` points that variable at the node's own folder
   (``render.compile_cache_dir``, under the project's base), so it outlives a reboot or a new
-  container (Inductor's default is under ``/tmp``), unless the operator already set it.
+  container (Inductor's default is under ``/tmp``), unless the operator already set it; and
+  ``TRITON_CACHE_DIR`` (unless set) at its ``triton`` folder, for the project's own Triton
+  kernels (the depth pass, the leaders' kernel).
 - **Who compiles**: a node starts its renderers together, and each would compile the same
   graphs at once (N times the CPU, on the cores x264 needs). :class:`FirstCompile` lets the
   first renderer of a configuration (the *leader*: it holds an exclusive ``flock``) compile

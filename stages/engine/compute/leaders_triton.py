@@ -4,14 +4,15 @@
 registers, each radiance written straight to its sample's slot.
 
 Why: under ``torch.compile`` that graph was 40 % of a 720p x 8 frame's device time (9 ms for
-~4.9M leaders on an H100): Inductor splits it into many kernels that pass their intermediate
+~4.1M surface leaders on an H100): Inductor splits it into many kernels that pass their intermediate
 planes through memory, and the chunks are padded to one shape. This kernel reads each
 leader's inputs once (corners, material, 32 texels, the PCF taps) and writes 12 bytes.
 
-The arithmetic is the torch path's, float32 (the texture derivatives float64, as there); the
-order of some sums and the GPU's fused multiply-adds and ``exp2``/``log2`` for ``pow`` move
-values by float rounding, so a stored radiance may differ from the torch path's by one step
-of its R11G11B10 code (the tests bound it). The same inputs give the same bytes: no atomics.
+The arithmetic is the torch path's, float32 (the texture derivatives float64, as there), in
+its order, with IEEE division and square root and NaN-keeping clamps: under Triton's
+interpreter the stored bytes equal the torch path's (the tests assert it). On a GPU, fused
+multiply-adds and ``exp2``/``log2`` for ``pow`` may move a stored value by one step of its
+R11G11B10 code (the ``gpu`` test bounds it). The same inputs give the same bytes: no atomics.
 On a CPU the kernel runs only under Triton's interpreter (the tests, at small sizes); the
 torch path is the CPU renderer.
 """
@@ -37,8 +38,7 @@ from .upload import upload
 
 log = logging.getLogger(__name__)
 
-if MAX_LIGHTS != 4:  # leaders_kernel unrolls four lights
-    raise ImportError(f"leaders_triton: the kernel takes 4 lights, pbr.MAX_LIGHTS is {MAX_LIGHTS}")
+KERNEL_LIGHTS = 4  # leaders_kernel unrolls this many lights (pbr.MAX_LIGHTS when written)
 BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
 # the operator's (and the benchmarks') switch: auto (the kernel where it can run, when
@@ -50,7 +50,7 @@ _modules: dict[bool, Any] = {}
 
 def available(device: torch.device) -> bool:
     """Whether the kernel can run on ``device`` (CUDA with Triton importable)."""
-    return raster_triton.available(device)
+    return MAX_LIGHTS == KERNEL_LIGHTS and raster_triton.available(device)
 
 
 def wanted(device: torch.device) -> bool:
@@ -94,6 +94,9 @@ class LeaderKernel:
     """Shades leader samples into a radiance buffer; built once per scene (its tables)."""
 
     def __init__(self, geo: Any, lut: torch.Tensor, interpret: bool = False):
+        if MAX_LIGHTS != KERNEL_LIGHTS:
+            raise ValueError(f"leaders kernel: written for {KERNEL_LIGHTS} lights, "
+                             f"pbr.MAX_LIGHTS is {MAX_LIGHTS}")
         self.geo, self.lut, self.interpret = geo, lut, interpret
         dev = lut.device
         tt = geo.textures

@@ -65,9 +65,10 @@ def leader_of(tri: torch.Tensor, spatial: int | None = None) -> torch.Tensor:
 
 class MergedShading:
     """Per (view, sample) linear radiance of one frame, shaded once per pixel and triangle
-    (see the module docstring), from a :class:`GBufferRenderer`'s scene. On a GPU the
-    per-leader work (material, the atlas' storage, lighting, R11G11B10) is one compiled
-    graph over chunks padded to one size."""
+    (see the module docstring), from a :class:`GBufferRenderer`'s scene. The surface
+    leaders' work (material, the atlas' storage, lighting, R11G11B10) is one compiled torch
+    graph over chunks padded to one size, or on a GPU, where ``leaders_triton.wanted`` says
+    so (``kernel``), one Triton kernel."""
 
     def __init__(self, gbr: GBufferRenderer, spatial: int | None = None,
                  kernel: bool | None = None):

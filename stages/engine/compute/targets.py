@@ -218,7 +218,8 @@ class ComputeTargets(SceneTargets):
                                       animated=list(r.char_copies), device=self.device,
                                       skins=skins)
             self._gbr = GBufferRenderer(self._geo, self.W, self.H)
-            self._merged = MergedShading(self._gbr, self.S)
+            self._merged = MergedShading(self._gbr, self.S,
+                                         None if self.shading_rate == "pixel" else False)
             self._scene_sig = sig
         return self._gbr
 

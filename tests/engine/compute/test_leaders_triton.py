@@ -1,8 +1,8 @@
 """The leaders' Triton kernel (``leaders_triton``, issue #30) against the torch graph it
 replaces on a GPU (``MergedShading._leaders``): the inputs of a real frame of each sample
 level (character, textures with mipmaps, normal maps, the sun's PCF shadow), run here through
-Triton's interpreter. Each stored radiance must be the torch path's within float rounding
-(at most a few steps of its R11G11B10 code), and the same inputs must give the same bytes.
+Triton's interpreter, where each stored radiance must be the torch path's byte for byte, and
+the same inputs must give the same bytes.
 With ``gpu`` the compiled kernel is checked against the torch path on the card."""
 
 from __future__ import annotations
@@ -84,15 +84,21 @@ def _steps(ref: torch.Tensor, got: torch.Tensor) -> torch.Tensor:
     return (got - ref).abs() / torch.exp2(ex.float() - 1.0 - bits)
 
 
+def _exact(ref: torch.Tensor, got: torch.Tensor) -> None:
+    """Under the interpreter: the torch path's bytes."""
+    _check(ref, got)
+    assert torch.equal(ref, got)
+
+
 def _check(ref: torch.Tensor, got: torch.Tensor) -> None:
+    """The bound a GPU is held to (its fused multiply-adds, exp2/log2 for pow): at most a
+    few channels a step of the code off."""
     assert torch.isfinite(got).all() and (got >= 0).all()
     st = _steps(ref, got)
     same = (st == 0).float().mean().item()
     within1 = (st <= 1).float().mean().item()
     print(f"leaders {len(ref)}: identical {same:.4f}, within one step {within1:.4f}, "
           f"worst {st.max().item():.1f} steps; mean {ref.mean().item():.4f}")
-    # measured on both sample levels: >= 97 % identical, the rest one step (float rounding
-    # before the truncation), none beyond a few steps
     assert same > 0.9, f"only {same:.3f} of the channels identical"
     assert within1 > 0.995, f"only {within1:.4f} within one step; worst {st.max().item()}"
     assert st.max().item() <= 8, f"a channel {st.max().item()} steps off"
@@ -135,17 +141,17 @@ def test_every_kind_of_light_matches(captured) -> None:
     lt = make_lighting(lights, sky_settings({}), shadow_light=0, ibl_strength=0.7)
     assert leaders_triton.light_bits(lt) == 0b1111_0111_0011_0001
     ref, got, _ = _both(ms, args, lt)
-    _check(ref, got)
+    _exact(ref, got)
     for i in range(1, 4):  # each light reaches many leaders (its branch ran on them)
         off = make_lighting(lights[:i] + lights[i + 1:], sky_settings({}), shadow_light=0,
                             ibl_strength=0.7)
         r_off, g_off, _ = _both(ms, args, off)
-        _check(r_off, g_off)
+        _exact(r_off, g_off)
         changed = ((ref - r_off).abs().amax(1) > 0).float().mean().item()
         assert changed > 0.05, (i, changed)
     for shadow in (-1, 2):
         r_s, g_s, _ = _both(ms, args, replace(lt, shadow_light=shadow))
-        _check(r_s, g_s)
+        _exact(r_s, g_s)
         assert not torch.equal(r_s, ref)
 
 
@@ -183,11 +189,10 @@ def test_wrap_modes_emission_sky_depth_one_level_and_zero_normals(captured) -> N
         try:
             for name, (t_, m_, f_) in cases.items():
                 geo.textures, geo.materials = t_, m_
-                ref0, _, _ = _both(ms, args)
                 ref, got, _ = _both(ms, (f_, *args[1:]))
-                _check(ref, got)
-                assert torch.equal(ref, got), name
-                assert not torch.equal(ref, ref0) or name != "wrap", name
+                _exact(ref, got)
+                if name == "wrap":  # the modes changed the picture (their branches ran)
+                    assert not torch.equal(ref, _both(ms, args)[0])
             geo.textures, geo.materials = old
             ref, got, _ = _both(ms, (*args[:9], depth))
             assert torch.equal(ref, got), "depth 1"
@@ -201,7 +206,7 @@ def test_without_a_sun_or_textures(captured) -> None:
 
     ms, args = next(iter(captured.values()))
     no_sun = (*args[:2], None, None, *args[4:])
-    _check(*_both(ms, no_sun)[:2])
+    _exact(*_both(ms, no_sun)[:2])
     geo = ms.gbr.geo
     tt = geo.textures
     empty = replace(tt, texels=tt.texels[:0], offset=tt.offset[:0], size=tt.size[:0],
@@ -209,7 +214,7 @@ def test_without_a_sun_or_textures(captured) -> None:
     old = geo.textures
     geo.textures = empty
     try:
-        _check(*_both(ms, args)[:2])
+        _exact(*_both(ms, args)[:2])
     finally:
         geo.textures = old
 
@@ -240,6 +245,10 @@ def test_compiled_kernel_on_the_gpu(captured) -> None:
         ref = torch.full((n, 3), -1.0)
         ms.surface(ref, *args)
         _check(ref[args[6]], got[flat].cpu())
+        again = torch.full((n, 3), -1.0, device=dev)  # the same inputs, the same bytes
+        assert k(again, flat, tri, bary, depth, ms.gbr.H, ms.gbr.W, fr, cams, inv, sun, smap,
+                 lt)
+        assert torch.equal(again, got)
 
 
 def test_the_switch(monkeypatch) -> None:
