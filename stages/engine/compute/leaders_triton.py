@@ -67,16 +67,23 @@ def _module(interpret: bool) -> Any:
     if interpret not in _modules:
         if not interpret:
             _modules[False] = importlib.import_module(f"{__package__}.leaders_kernel")
-        else:
-            path = Path(__file__).with_name("leaders_kernel.py")
-            spec = importlib.util.spec_from_file_location(
-                f"{__package__}.leaders_kernel_interpreted", path)
-            assert spec is not None and spec.loader is not None
-            mod = importlib.util.module_from_spec(spec)
-            mod._INTERPRET = True  # type: ignore[attr-defined]
-            spec.loader.exec_module(mod)
-            _modules[True] = mod
+        else:  # the helpers' interpreted copy, then the kernel's, handed the helpers
+            lib = _interpreted("leaders_kernel_lib")
+            _modules[True] = _interpreted("leaders_kernel", _LIB=lib)
     return _modules[interpret]
+
+
+def _interpreted(name: str, **extra: Any) -> Any:
+    """A second copy of module ``name`` (of this package) with ``_INTERPRET`` set (and
+    ``extra``) before it runs: its functions run under Triton's interpreter."""
+    path = Path(__file__).with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{__package__}.{name}_interpreted", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    for k, v in {"_INTERPRET": True, **extra}.items():
+        setattr(mod, k, v)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def light_bits(lt: Lighting) -> int:
