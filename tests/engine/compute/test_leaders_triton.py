@@ -7,6 +7,7 @@ With ``gpu`` the compiled kernel is checked against the torch path on the card."
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -249,6 +250,67 @@ def test_compiled_kernel_on_the_gpu(captured) -> None:
         assert k(again, flat, tri, bary, depth, ms.gbr.H, ms.gbr.W, fr, cams, inv, sun, smap,
                  lt)
         assert torch.equal(again, got)
+
+
+_TYPES = {torch.float32: "fp32", torch.float64: "fp64", torch.int32: "i32",
+          torch.int64: "i64", torch.int16: "i16", torch.uint8: "u8", torch.bool: "i1"}
+
+
+def test_compiles_for_hopper_without_spills(captured, tmp_path) -> None:
+    """The kernel as the GPU build compiles it (ahead of time, for sm_90, with Triton's own
+    ptxas; no GPU needed): Triton accepts every construct the interpreter ran, and ptxas
+    fits a lane in registers (no spill to local memory, which would cost the frame)."""
+    import subprocess
+    from pathlib import Path
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ms, args = captured[sorted(captured)[0]]  # AlpineMeadow: textures, sun, shadow
+    fr, cams, sun, smap, lt, inv, flat, tri, bary, depth = args
+    seen: list[tuple[tuple, dict]] = []
+
+    class Launch:  # records the launch instead of making it
+        def __getitem__(self, grid: Any) -> Any:
+            return lambda *a, **k: seen.append((a, k))
+
+    k = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut)
+    orig = leaders_triton._module
+    leaders_triton._module = lambda interpret: type("M", (), {"leaders": Launch()})()
+    try:
+        assert k(torch.zeros(int(flat.max()) + 1, 3), flat, tri, bary, depth, ms.gbr.H,
+                 ms.gbr.W, fr, cams, inv, sun, smap, lt)
+    finally:
+        leaders_triton._module = orig
+    (a, consts), = seen
+    fn = leaders_triton._module(False).leaders
+    sig: dict[str, str] = {}
+    for name, v in zip(fn.arg_names, a, strict=False):
+        if isinstance(v, torch.Tensor):
+            sig[name] = "*" + _TYPES[v.dtype]
+        elif isinstance(v, bool):
+            sig[name] = "i1"
+        elif isinstance(v, int):
+            sig[name] = "i32" if abs(v) < 2 ** 31 else "i64"
+        else:
+            sig[name] = "fp32"
+    assert len(sig) == len(a)
+    sig.update({name: "constexpr" for name in consts})
+    assert list(sig) == list(fn.arg_names)
+    built = triton.compile(ASTSource(fn, sig, constexprs=consts),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": 4})
+    ptx = tmp_path / "leaders.ptx"
+    ptx.write_text(built.asm["ptx"])
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    res = subprocess.run([str(ptxas), "--gpu-name", "sm_90a", "-v", str(ptx), "-o",
+                          str(tmp_path / "leaders.cubin")], capture_output=True, text=True,
+                         check=True)
+    regs = int(re.search(r"Used (\d+) registers", res.stderr).group(1))
+    spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", res.stderr)]
+    print(f"triton {triton.__version__}: {regs} registers a lane, spills {spills}")
+    assert regs <= 255 and spills and not any(spills), res.stderr
 
 
 def test_the_switch(monkeypatch) -> None:
