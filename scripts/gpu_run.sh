@@ -266,7 +266,8 @@ case "$what" in
     echo quit | nvidia-cuda-mps-control || true ;;
   survey) # issue #30, one call for what this tree adds (the leaders' Triton kernel): its tests on
           # the card; one compute frame with the torch graph and with the kernel (profiled
-          # kernel by kernel; Inductor's code in inductor_code.tar.xz); Stage II compute pixel
+          # kernel by kernel, and with ptxas's register cap at 168 and 128 (LEADERS); Inductor's
+          # code in inductor_code.tar.xz); Stage II compute pixel (the fastest leaders variant)
           # at MPS_PROCS renderers under CUDA MPS, this tree (fresh node compile cache) and the
           # code before (.h200/old_stages.tar.gz); the host's x264 ceiling (16 streams); then,
           # while time is left, GL pbo at 8 renderers with yuv encoder and device, and the
@@ -276,11 +277,14 @@ case "$what" in
     timeout 130 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
       -m "gpu or not gpu" -k "stores or compiled" tests/engine/compute/test_leaders_triton.py 2>&1 \
       | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -8 || true
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout 170 python3 tests/benchmarks/bench_compute_frame.py \
-      --size 1280x720 --spatial 8 --rates pixel --leaders torch,triton --frames 6 --profile \
-      --profile-rows 40 --json "$OUT/frame.json" 2>&1 \
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout "${F_S:-230}" python3 tests/benchmarks/bench_compute_frame.py \
+      --size 1280x720 --spatial 8 --rates pixel --leaders "${LEADERS:-torch,triton,triton:168,triton:128}" \
+      --frames 6 --profile --profile-rows 40 --json "$OUT/frame.json" 2>&1 \
       | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
     grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log"
+    # the fastest kernel variant of that run drives the MPS run (the kernel, uncapped, if none ran)
+    best=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]; r=[x for x in r if x.get("leaders_kernel")=="triton"]; print(min(r,key=lambda x:x["ms_per_frame_median"])["leaders_switch"] if r else "triton")' "$OUT/frame.log" 2>/dev/null || echo triton)
+    echo "leaders for the MPS run: $best"
     (cd /tmp && find ind -name "*.py" | tar -cJf "$OUT/inductor_code.tar.xz" -T -) || true
     rm -rf /tmp/old && mkdir -p /tmp/old
     tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
@@ -291,7 +295,7 @@ case "$what" in
     rm -rf /tmp/cc_node  # a fresh node compile cache
     for t in new old; do
       d=$PWD; cc="--compile-cache /tmp/cc_node"; [ $t = old ] && d=/tmp/old && cc=""
-      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && WMFORGE_COMPUTE_LEADERS=triton PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
+      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && WMFORGE_COMPUTE_LEADERS=$best PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
         python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 150 \
         --procs "${MPS_PROCS:-8}" --backend compute:pixel $cc \
         --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -2) || true

@@ -5,7 +5,7 @@ split of the ``pixel`` path into its steps.
 
     python tests/benchmarks/bench_compute_frame.py [--size 1280x720] [--spatial 8]
         [--rates pixel,sample] [--frames 10] [--level NatureValley/AlpineMeadow]
-        [--leaders auto,torch,triton] [--profile] [--profile-rows 25]
+        [--leaders auto,torch,triton,triton:168] [--profile] [--profile-rows 25]
         [--trace trace_{rate}_{leaders}.json.gz] [--json out.json]
 
 It builds the sample library and one Stage I trajectory in a scratch folder, poses that
@@ -45,7 +45,8 @@ def main() -> None:
     ap.add_argument("--profile-rows", type=int, default=25, help="rows of --profile's table")
     ap.add_argument("--trace", default="")
     ap.add_argument("--leaders", default="auto", help="the surface leaders' shading per run: "
-                    "auto, torch (the compiled graph), triton (leaders_triton); a list runs each")
+                    "auto, torch (the compiled graph), triton (leaders_triton), triton:<registers> "
+                    "(ptxas capped at that many a lane); a list runs each")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     import torch
@@ -93,6 +94,7 @@ def main() -> None:
             m_ = getattr(r.targets, "_merged", None)
             kern = m_ is not None and m_.kernel is not None and m_.kernel.failed is None
             res = {"rate": rate, "leaders_kernel": "triton" if kern else "torch",
+                   "leaders_switch": lk,
                    "device": str(torch.cuda.get_device_name(dev))
                    if dev.type == "cuda" else "cpu", "size": a.size, "spatial": a.spatial,
                    "level": a.level, "frames": a.frames, "warmup_s": round(warm_s, 1),

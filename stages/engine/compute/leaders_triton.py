@@ -53,12 +53,24 @@ def available(device: torch.device) -> bool:
     return MAX_LIGHTS == KERNEL_LIGHTS and raster_triton.available(device)
 
 
+def _mode() -> tuple[str, int | None]:
+    """``WMFORGE_COMPUTE_LEADERS`` parsed: auto, triton, torch, or triton:<registers> (the
+    kernel with ptxas held to that many registers a lane: fewer registers, more warps per
+    SM, some spilled to local memory; a tuning knob for measurements)."""
+    raw = os.environ.get(ENV, "auto") or "auto"
+    mode, sep, regs = raw.partition(":")
+    if mode in ("auto", "triton", "torch") and not sep:
+        return mode, None
+    if mode == "triton" and regs.isdigit() and 64 <= int(regs) <= 255:
+        return mode, int(regs)
+    raise ValueError(f"{ENV}={raw!r}; expected auto, triton, torch or triton:<registers a "
+                     "lane, 64 to 255>")
+
+
 def wanted(device: torch.device) -> bool:
     """Whether the leaders on ``device`` are shaded by the kernel: where it can run, as
-    ``WMFORGE_COMPUTE_LEADERS`` (auto, triton, torch) says."""
-    mode = os.environ.get(ENV, "auto") or "auto"
-    if mode not in ("auto", "triton", "torch"):
-        raise ValueError(f"{ENV}={mode!r}; expected auto, triton or torch")
+    ``WMFORGE_COMPUTE_LEADERS`` (auto, triton[:registers], torch) says."""
+    mode, _ = _mode()
     return available(device) and (mode == "triton" or (mode == "auto" and ON_BY_DEFAULT))
 
 
@@ -128,6 +140,7 @@ class LeaderKernel:
                      m.tex.to(i64).contiguous())
         self.taps = torch.tensor(PCF_TAPS, dtype=torch.float32, device=dev).contiguous()
         self.failed: str | None = None  # the compile error, once one happened
+        self.maxnreg = None if interpret else _mode()[1]  # ptxas's register cap, if any
         self._edges: tuple[tuple[float, ...], torch.Tensor] | None = None
 
     def __call__(self, out: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
@@ -180,6 +193,8 @@ class LeaderKernel:
         consts = dict(NTAPS=ntaps, FLAGS=light_bits(lt), SHADOW_LIGHT=int(lt.shadow_light),
                       HAS_SUN=has_sun, HAS_TEX=self.has_tex, ALL_REPEAT=self.all_repeat,
                       BLOCK=block)
+        if self.maxnreg is not None:
+            consts["maxnreg"] = self.maxnreg
         grid = ((n + block - 1) // block,)
         try:
             _module(self.interpret).leaders[grid](*args, **consts)

@@ -320,6 +320,10 @@ def test_the_switch(monkeypatch) -> None:
     for mode in ("auto", "triton", "torch", ""):
         monkeypatch.setenv(leaders_triton.ENV, mode)
         assert leaders_triton.wanted(cpu) is False
-    monkeypatch.setenv(leaders_triton.ENV, "fast")
-    with pytest.raises(ValueError, match="WMFORGE_COMPUTE_LEADERS='fast'; expected auto"):
-        leaders_triton.wanted(cpu)
+    monkeypatch.setenv(leaders_triton.ENV, "triton:168")
+    assert leaders_triton.wanted(cpu) is False
+    assert leaders_triton._mode() == ("triton", 168)
+    for bad in ("fast", "triton:", "triton:32", "triton:300", "torch:168", "auto:x"):
+        monkeypatch.setenv(leaders_triton.ENV, bad)
+        with pytest.raises(ValueError, match=f"WMFORGE_COMPUTE_LEADERS='{bad}'; expected auto"):
+            leaders_triton.wanted(cpu)
