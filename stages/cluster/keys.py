@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import RenderConfig
 from ..engine.publish import sha256_file, traj_files
-from ..engine.render_settings import RenderSettings
+from ..engine.render_settings import LEADERS_ENV, RenderSettings
 from ..media.layers import validate_layers
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +117,15 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend,
         compute_shading=rcfg.compute_shading, yuv=rcfg.yuv,
         max_triangles=rcfg.limits.max_triangles, max_texture_px=rcfg.limits.max_texture_px)
+
+
+def stage2_code() -> str:
+    """:func:`code_version` of Stage II, with the operator's choice of code path where it is
+    not the default (``WMFORGE_COMPUTE_LEADERS``: the two leaders paths of the compute
+    backend may differ by a step of a stored code on a GPU): nodes that chose differently
+    never share a render key."""
+    path = os.environ.get(LEADERS_ENV, "auto") or "auto"
+    return code_version(STAGE2_SOURCES) + ("" if path == "auto" else f"+leaders={path}")
 
 
 def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",

@@ -16,6 +16,9 @@ from typing import Any
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
 COMPUTE_SHADING = ("pixel", "sample")  # render.compute_shading's values
 YUV = ("auto", "device", "encoder")  # render.yuv's values
+# the operator's switch between the compute backend's two GPU paths for the surface leaders
+# (engine.compute.leaders_triton); set to anything but auto it enters the render key
+LEADERS_ENV = "WMFORGE_COMPUTE_LEADERS"
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from ..pbr import MAX_LIGHTS
+from ..render_settings import LEADERS_ENV
 from . import raster_triton
 from .cameras import Cameras, Sun
 from .compiled import _is_compile_failure
@@ -43,7 +44,7 @@ BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
 # the operator's (and the benchmarks') switch: auto (the kernel where it can run, when
 # ON_BY_DEFAULT), triton (wherever it can run), torch (the compiled torch graph)
-ENV = "WMFORGE_COMPUTE_LEADERS"
+ENV = LEADERS_ENV
 ON_BY_DEFAULT = False  # until the compiled kernel has passed its `gpu` test on a card
 _modules: dict[bool, Any] = {}
 
