@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|survey|kernel} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|survey|kernel|ab} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -310,6 +310,32 @@ case "$what" in
       -m "gpu or not gpu" tests/engine/compute/test_fused_steps.py tests/engine/test_gl_yuv.py \
       tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
       | tee "$OUT/gpu_tests.log" | tail -6 || true ;;
+  ab) # issue #30, the leaders' Triton kernel on a card: its gpu test (compiled against the CPU
+      # torch path, both sample levels), then Stage II compute pixel at 720p x 8 with MPS_PROCS
+      # renderers under CUDA MPS, the leaders shaded by the kernel and by the torch graph (this
+      # tree both times, a fresh node compile cache each), then the host's x264 ceiling
+    deadline=$((SECONDS + ${DEADLINE:-540}))
+    left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
+    timeout "${TEST_S:-170}" python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
+      -m gpu -k compiled tests/engine/compute/test_leaders_triton.py 2>&1 \
+      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_gpu_test.log" | tail -6 || true
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p /tmp/mps_pipe /tmp/mps_log
+    nvidia-cuda-mps-control -d && sleep 1
+    for lk in ${AB:-triton torch}; do
+      l=$(left 70); [ "$l" = 0 ] && { echo "skipped $lk: no time left"; continue; }
+      rm -rf "/tmp/cc_$lk"
+      WMFORGE_COMPUTE_LEADERS=$lk timeout $((l < ${B_S:-200} ? l : ${B_S:-200})) python3 \
+        tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+        --frames "${RENDER_FRAMES:-150}" --procs "${MPS_PROCS:-8}" --backend compute:pixel \
+        --compile-cache "/tmp/cc_$lk" --json "$OUT/mps_${lk}_${MPS_PROCS:-8}.json" 2>&1 \
+        | grep -v "egldisplay\|glgsg" > "$OUT/mps_${lk}.log" || true
+      tail -3 "$OUT/mps_${lk}.log"
+    done
+    echo quit | nvidia-cuda-mps-control || true
+    l=$(left 30); [ "$l" = 0 ] || timeout $((l < 70 ? l : 70)) python3 \
+      tests/benchmarks/bench_x264_ceiling.py --streams 16 --presets veryfast --frames 150 \
+      --json "$OUT/x264_ceiling.json" 2>&1 | tail -4 || true ;;
   kernel) # issue #30, the leaders' Triton kernel alone, for a short lease: its exactness test
           # and the compiled kernel against the torch path on the card, then one 720p x 8
           # compute frame with the torch graph and with the kernel (device time per frame)
