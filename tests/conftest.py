@@ -3,13 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# MKL's matrix products in its reproducible order (no CPU-specific FMA kernels), set before
-# torch first calls MKL: the CPU torch path is the reference the leaders' Triton kernel must
-# equal byte for byte under the interpreter, and on an AMD EPYC MKL's AVX2 kernels round one
-# leader of 15,165 a step apart from the sequential order that reference is written in
-os.environ.setdefault("MKL_CBWR", "COMPATIBLE")
-
-import pytest  # noqa: E402
+import pytest
 
 from stages.config import SampleLibraryConfig
 from stages.engine.process_tree import all_pids, command_line, is_running
