@@ -117,8 +117,8 @@ def _torch_libm() -> Iterator[None]:
             arg, lambda a: fn(torch.from_numpy(np.ascontiguousarray(a))).numpy())
 
     saved = InterpreterBuilder.create_exp2, InterpreterBuilder.create_log2
-    InterpreterBuilder.create_exp2 = lib(torch.exp2)  # type: ignore[method-assign]
-    InterpreterBuilder.create_log2 = lib(torch.log2)  # type: ignore[method-assign]
+    InterpreterBuilder.create_exp2 = lib(torch.exp2)
+    InterpreterBuilder.create_log2 = lib(torch.log2)
     try:
         yield
     finally:
