@@ -194,7 +194,7 @@ case "$what" in
         # of the commit before (.h200/old_stages.tar.gz: `git archive <commit> stages`) and this
         # tree, 1 and PROCS renderers; then this tree under CUDA MPS (where the host has its
         # control daemon) at PROCS and MPS_PROCS renderers. Stops starting runs at DEADLINE s.
-    deadline=$((SECONDS + ${DEADLINE:-560}))
+    deadline=${DEADLINE:-560}  # from the script's start (setup too)
     timeout "${TEST_S:-90}" python3 -m pytest -p no:cacheprovider -q -m "gpu or not gpu" \
       tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
       | tee "$OUT/gpu_step_tests.log" || true
@@ -272,7 +272,7 @@ case "$what" in
           # code before (.h200/old_stages.tar.gz); the host's x264 ceiling (16 streams); then,
           # while time is left, GL pbo at 8 renderers with yuv encoder and device, and the
           # fused-step and GL yuv tests. Stops starting runs at DEADLINE s.
-    deadline=$((SECONDS + ${DEADLINE:-575}))
+    deadline=${DEADLINE:-575}  # from the script's start (setup too)
     left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
     timeout 130 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
       -m "gpu or not gpu" -k "stores or compiled" tests/engine/compute/test_leaders_triton.py 2>&1 \
@@ -282,8 +282,9 @@ case "$what" in
       --frames 6 --profile --profile-rows 40 --json "$OUT/frame.json" 2>&1 \
       | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
     grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log"
-    # the fastest kernel variant of that run drives the MPS run (the kernel, uncapped, if none ran)
-    best=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]; r=[x for x in r if x.get("leaders_kernel")=="triton"]; print(min(r,key=lambda x:x["ms_per_frame_median"])["leaders_switch"] if r else "triton")' "$OUT/frame.log" 2>/dev/null || echo triton)
+    # the kernel variant of that run with the least "material and lighting" time drives the MPS
+    # run (one renderer's wall time is bound by its host); the kernel, uncapped, if none ran
+    best=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]; r=[x for x in r if x.get("leaders_kernel")=="triton" and "split_ms" in x]; print(min(r,key=lambda x:x["split_ms"]["material and lighting"])["leaders_switch"] if r else "triton")' "$OUT/frame.log" 2>/dev/null || echo triton)
     echo "leaders for the MPS run: $best"
     (cd /tmp && find ind -name "*.py" | tar -cJf "$OUT/inductor_code.tar.xz" -T -) || true
     rm -rf /tmp/old && mkdir -p /tmp/old
@@ -314,7 +315,7 @@ case "$what" in
       # torch path, both sample levels), then Stage II compute pixel at 720p x 8 with MPS_PROCS
       # renderers under CUDA MPS, the leaders shaded by the kernel and by the torch graph (this
       # tree both times, a fresh node compile cache each), then the host's x264 ceiling
-    deadline=$((SECONDS + ${DEADLINE:-540}))
+    deadline=${DEADLINE:-540}  # bash's SECONDS counts from the script's start (setup too)
     left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
     timeout "${TEST_S:-170}" python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
       -m gpu -k compiled tests/engine/compute/test_leaders_triton.py 2>&1 \
@@ -322,15 +323,19 @@ case "$what" in
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
-    for lk in ${AB:-triton torch}; do
+    arms=${AB:-triton torch}
+    # the arms share what is left before the x264 ceiling (X264_S) equally
+    per=$(( ($(left 0) - ${X264_S:-70}) / $(wc -w <<<"$arms") ))
+    for lk in $arms; do
       l=$(left 70); [ "$l" = 0 ] && { echo "skipped $lk: no time left"; continue; }
-      rm -rf "/tmp/cc_$lk"
-      WMFORGE_COMPUTE_LEADERS=$lk timeout $((l < ${B_S:-200} ? l : ${B_S:-200})) python3 \
+      t=${lk//:/_}  # no colons in file names (the device tool returns plain names only)
+      rm -rf "/tmp/cc_$t"
+      WMFORGE_COMPUTE_LEADERS=$lk timeout $((l < per ? l : per)) python3 \
         tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
         --frames "${RENDER_FRAMES:-150}" --procs "${MPS_PROCS:-8}" --backend compute:pixel \
-        --compile-cache "/tmp/cc_$lk" --json "$OUT/mps_${lk}_${MPS_PROCS:-8}.json" 2>&1 \
-        | grep -v "egldisplay\|glgsg" > "$OUT/mps_${lk}.log" || true
-      tail -3 "$OUT/mps_${lk}.log"
+        --compile-cache "/tmp/cc_$t" --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 \
+        | grep -v "egldisplay\|glgsg" > "$OUT/mps_${t}.log" || true
+      tail -3 "$OUT/mps_${t}.log"
     done
     echo quit | nvidia-cuda-mps-control || true
     l=$(left 30); [ "$l" = 0 ] || timeout $((l < 70 ? l : 70)) python3 \

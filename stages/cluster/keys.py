@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import RenderConfig
 from ..engine.publish import sha256_file, traj_files
-from ..engine.render_settings import LEADERS_ENV, RenderSettings
+from ..engine.render_settings import LEADERS_ENV, RenderSettings, leaders_mode
 from ..media.layers import validate_layers
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -123,8 +123,10 @@ def stage2_code() -> str:
     """:func:`code_version` of Stage II, with the operator's choice of code path where it is
     not the default (``WMFORGE_COMPUTE_LEADERS``: the two leaders paths of the compute
     backend may differ by a step of a stored code on a GPU): nodes that chose differently
-    never share a render key."""
-    path = os.environ.get(LEADERS_ENV, "auto") or "auto"
+    never share a render key. The value is checked and normalised (``triton:0168`` is
+    ``triton:168``); a bad one is refused here, naming the variable."""
+    mode, regs = leaders_mode(os.environ.get(LEADERS_ENV))
+    path = mode if regs is None else f"{mode}:{regs}"
     return code_version(STAGE2_SOURCES) + ("" if path == "auto" else f"+leaders={path}")
 
 

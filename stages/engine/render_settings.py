@@ -19,6 +19,20 @@ YUV = ("auto", "device", "encoder")  # render.yuv's values
 # the operator's switch between the compute backend's two GPU paths for the surface leaders
 # (engine.compute.leaders_triton); set to anything but auto it enters the render key
 LEADERS_ENV = "WMFORGE_COMPUTE_LEADERS"
+
+
+def leaders_mode(raw: str | None) -> tuple[str, int | None]:
+    """``WMFORGE_COMPUTE_LEADERS`` parsed: auto, triton, torch, or triton:<registers> (the
+    kernel with ptxas held to that many registers a lane: fewer registers, more warps per
+    SM, some spilled to local memory; a tuning knob for measurements). Unset or empty: auto."""
+    raw = raw or "auto"
+    mode, sep, regs = raw.partition(":")
+    if mode in ("auto", "triton", "torch") and not sep:
+        return mode, None
+    if mode == "triton" and regs.isdigit() and 64 <= int(regs) <= 255:
+        return mode, int(regs)
+    raise ValueError(f"{LEADERS_ENV}={raw!r}; expected auto, triton, torch or "
+                     "triton:<registers a lane, 64 to 255>")
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stages.cluster.keys import STAGE2_SOURCES, code_version, render_key, stage2_code
 from stages.engine.publish import TRAJ_FILES
 from stages.engine.render_settings import LEADERS_ENV
@@ -31,3 +33,8 @@ def test_a_chosen_leaders_path_enters_the_render_key(tmp_path, monkeypatch) -> N
     assert stage2_code().endswith("+leaders=triton:168")
     # every choice its own key
     assert len({keys[v] for v in (None, "torch", "triton", "triton:168")}) == 4
+    monkeypatch.setenv(LEADERS_ENV, "triton:0168")  # normalised: the same key
+    assert render_key(traj, settings, stage2_code()) == keys["triton:168"]
+    monkeypatch.setenv(LEADERS_ENV, "trition")  # a typo is refused, naming the variable
+    with pytest.raises(ValueError, match="WMFORGE_COMPUTE_LEADERS='trition'; expected auto"):
+        stage2_code()

@@ -182,7 +182,10 @@ class ComputeTargets(SceneTargets):
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
         # as MergedShading decides it (the gate is entered before the scene is built)
-        kernel = self.shading_rate == "pixel" and leaders_triton.wanted(self.device)
+        kernel: bool | str = (self.shading_rate == "pixel"
+                              and leaders_triton.wanted(self.device))
+        if kernel and leaders_triton._mode()[1] is not None:  # a register cap: its own binary
+            kernel = f"triton:{leaders_triton._mode()[1]}"
         return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
                           self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
                           self.with_preview, kernel, sources_digest())

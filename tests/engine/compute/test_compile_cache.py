@@ -300,10 +300,12 @@ def test_the_gate_key_says_which_leaders_path_shades(tmp_path, no_cache_env, mon
     t = ComputeTargets(32, 18, 2, look=make_look(), compile_cache=str(tmp_path / "cc"))
     try:
         keys = {}
-        for mode in ("triton", "torch", "auto"):
+        for mode in ("triton", "torch", "auto", "triton:168"):
             monkeypatch.setenv(leaders_triton.ENV, mode)
             keys[mode] = t._gate_key()
         assert keys["triton"] != keys["torch"]
+        # a register cap is another binary of the kernel
+        assert keys["triton:168"] not in (keys["triton"], keys["torch"])
         assert keys["auto"] == (keys["triton"] if leaders_triton.ON_BY_DEFAULT
                                 else keys["torch"])
     finally:
