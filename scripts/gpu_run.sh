@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|survey|kernel|ab} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|kernel|ab} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -264,62 +264,15 @@ case "$what" in
         | tail -3 || true
     done
     echo quit | nvidia-cuda-mps-control || true ;;
-  survey) # issue #30, one call for what this tree adds (the leaders' Triton kernel): its tests on
-          # the card; one compute frame with the torch graph and with the kernel (profiled
-          # kernel by kernel, and with ptxas's register cap at 168 and 128 (LEADERS); Inductor's
-          # code in inductor_code.tar.xz); Stage II compute pixel (the fastest leaders variant)
-          # at MPS_PROCS renderers under CUDA MPS, this tree (fresh node compile cache) and the
-          # code before (.h200/old_stages.tar.gz); the host's x264 ceiling (16 streams); then,
-          # while time is left, GL pbo at 8 renderers with yuv encoder and device, and the
-          # fused-step and GL yuv tests. Stops starting runs at DEADLINE s.
-    deadline=${DEADLINE:-575}  # from the script's start (setup too)
-    left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
-    timeout 130 python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
-      -m "gpu or not gpu" -k "stores or compiled" tests/engine/compute/test_leaders_triton.py 2>&1 \
-      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_tests.log" | tail -8 || true
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind timeout "${F_S:-230}" python3 tests/benchmarks/bench_compute_frame.py \
-      --size 1280x720 --spatial 8 --rates pixel --leaders "${LEADERS:-torch,triton,triton:168,triton:128}" \
-      --frames 6 --profile --profile-rows 40 --json "$OUT/frame.json" 2>&1 \
-      | grep -v "egldisplay\|glgsg\|USDT" > "$OUT/frame.log" || true
-    grep '^{' "$OUT/frame.log" || tail -20 "$OUT/frame.log"
-    # the kernel variant of that run with the least "material and lighting" time drives the MPS
-    # run (one renderer's wall time is bound by its host); the kernel, uncapped, if none ran
-    best=$(python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]; r=[x for x in r if x.get("leaders_kernel")=="triton" and "split_ms" in x]; print(min(r,key=lambda x:x["split_ms"]["material and lighting"])["leaders_switch"] if r else "triton")' "$OUT/frame.log" 2>/dev/null || echo triton)
-    echo "leaders for the MPS run: $best"
-    (cd /tmp && find ind -name "*.py" | tar -cJf "$OUT/inductor_code.tar.xz" -T -) || true
-    rm -rf /tmp/old && mkdir -p /tmp/old
-    tar -cf - --exclude=./.h200 --exclude=./.gl --exclude=./data . | tar -xf - -C /tmp/old
-    rm -rf /tmp/old/stages && tar xzf .h200/old_stages.tar.gz -C /tmp/old
-    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
-    mkdir -p /tmp/mps_pipe /tmp/mps_log
-    nvidia-cuda-mps-control -d && sleep 1
-    rm -rf /tmp/cc_node  # a fresh node compile cache
-    for t in new old; do
-      d=$PWD; cc="--compile-cache /tmp/cc_node"; [ $t = old ] && d=/tmp/old && cc=""
-      l=$(left 60); [ "$l" = 0 ] || (cd "$d" && WMFORGE_COMPUTE_LEADERS=$best PYTHONPATH=/tmp/site:$d timeout $((l < 125 ? l : 125)) \
-        python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 --frames 150 \
-        --procs "${MPS_PROCS:-8}" --backend compute:pixel $cc \
-        --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -2) || true
-    done
-    echo quit | nvidia-cuda-mps-control || true
-    l=$(left 40); [ "$l" = 0 ] || timeout $((l < 60 ? l : 60)) python3 tests/benchmarks/bench_x264_ceiling.py \
-      --streams 16 --presets veryfast --frames 150 --json "$OUT/x264_ceiling.json" 2>&1 | tail -3 || true
-    l=$(left 60); [ "$l" = 0 ] || timeout $((l < 150 ? l : 150)) python3 tests/benchmarks/bench_render.py \
-      --preset 720p --spatial 8 --frames 150 --procs 8 --backend gl --readback pbo \
-      --yuv encoder,device --json "$OUT/gl_yuv_8.json" 2>&1 | grep -v "egldisplay\|glgsg" | tail -3 || true
-    l=$(left 30); [ "$l" = 0 ] || timeout "$l" python3 -m pytest -p no:cacheprovider -q -p no:logging \
-      -m "gpu or not gpu" tests/engine/compute/test_fused_steps.py tests/engine/test_gl_yuv.py \
-      tests/engine/compute/test_scene_step.py 2>&1 | grep -v "egldisplay\|glgsg" \
-      | tee "$OUT/gpu_tests.log" | tail -6 || true ;;
   ab) # issue #30, the leaders' Triton kernel on a card: its gpu test (compiled against the CPU
       # torch path, both sample levels), then Stage II compute pixel at 720p x 8 with MPS_PROCS
       # renderers under CUDA MPS, the leaders shaded by the kernel and by the torch graph (this
       # tree both times, a fresh node compile cache each), then the host's x264 ceiling
     deadline=${DEADLINE:-540}  # bash's SECONDS counts from the script's start (setup too)
     left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
-    timeout "${TEST_S:-170}" python3 -m pytest -p no:cacheprovider -q -s -p no:logging -W ignore \
-      -m gpu -k compiled tests/engine/compute/test_leaders_triton.py 2>&1 \
-      | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_gpu_test.log" | tail -6 || true
+    [ "${TEST_S:-170}" = 0 ] || timeout "${TEST_S:-170}" python3 -m pytest -p no:cacheprovider \
+      -q -s -p no:logging -W ignore -m gpu -k compiled tests/engine/compute/test_leaders_triton.py \
+      2>&1 | grep -v "egldisplay\|glgsg" | tee "$OUT/leaders_gpu_test.log" | tail -6 || true
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     nvidia-cuda-mps-control -d && sleep 1
@@ -330,9 +283,9 @@ case "$what" in
       l=$(left 70); [ "$l" = 0 ] && { echo "skipped $lk: no time left"; continue; }
       t=${lk//:/_}  # no colons in file names (the device tool returns plain names only)
       rm -rf "/tmp/cc_$t"
-      WMFORGE_COMPUTE_LEADERS=$lk timeout $((l < per ? l : per)) python3 \
+      timeout $((l < per ? l : per)) python3 \
         tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
-        --frames "${RENDER_FRAMES:-150}" --procs "${MPS_PROCS:-8}" --backend compute:pixel \
+        --frames "${RENDER_FRAMES:-150}" --procs "${MPS_PROCS:-8}" --backend "compute:pixel:$lk" \
         --compile-cache "/tmp/cc_$t" --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 \
         | grep -v "egldisplay\|glgsg" > "$OUT/mps_${t}.log" || true
       tail -3 "$OUT/mps_${t}.log"

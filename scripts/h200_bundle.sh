@@ -7,6 +7,8 @@
 #                     omegaconf 2.3, antlr4 4.9.3 (pure Python, from its sdist), panda3d-gltf,
 #                     panda3d-simplepbr
 #   .h200/pbr_legacy.py the look's shaders as of 46ba8b4 (tests/benchmarks/look_variants.py)
+#   .h200/old_stages.tar.gz stages/ as of 88affef (gpu_run.sh final: the code before, on one host)
+#   .h200/bin/py-spy.xz py-spy 0.4.3's static binary, xz-packed (gpu_run.sh's profiles)
 # Then: device run `bash scripts/gpu_run.sh node 16` with carry [".gl", ".h200"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +36,13 @@ rm -rf "$site"/deploy_libs "$site"/panda3d_tools "$site"/pydevd_plugins
 rm -rf "$w" "$site"
 # the look_variants benchmark's `legacy` shaders (the device copy has no git history)
 git show 46ba8b4:stages/engine/pbr.py > .h200/pbr_legacy.py
+git archive 88affef stages | gzip -n > .h200/old_stages.tar.gz
+w=$(mktemp -d)
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  --platform manylinux_2_5_x86_64 -d "$w" py-spy==0.4.3
+unzip -q -o "$w"/py_spy-*.whl -d "$w/x"
+mkdir -p .h200/bin
+xz -9 -c "$(find "$w/x" -type f -name py-spy | head -1)" > .h200/bin/py-spy.xz
+rm -rf "$w"
 du -sh .gl .h200

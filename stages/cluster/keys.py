@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..config import RenderConfig
 from ..engine.publish import sha256_file, traj_files
-from ..engine.render_settings import LEADERS_ENV, RenderSettings, leaders_mode
+from ..engine.render_settings import RenderSettings, leaders_value
 from ..media.layers import validate_layers
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -116,18 +116,8 @@ def render_settings(rcfg: RenderConfig, fps: int) -> RenderSettings:
         ibl_strength=rcfg.ibl_strength, shading=rcfg.shading,
         ground_truth=validate_layers(rcfg.ground_truth), backend=rcfg.backend,
         compute_shading=rcfg.compute_shading, yuv=rcfg.yuv,
+        compute_leaders=leaders_value(rcfg.compute_leaders),
         max_triangles=rcfg.limits.max_triangles, max_texture_px=rcfg.limits.max_texture_px)
-
-
-def stage2_code() -> str:
-    """:func:`code_version` of Stage II, with the operator's choice of code path where it is
-    not the default (``WMFORGE_COMPUTE_LEADERS``: the two leaders paths of the compute
-    backend may differ by a step of a stored code on a GPU): nodes that chose differently
-    never share a render key. The value is checked and normalised (``triton:0168`` is
-    ``triton:168``); a bad one is refused here, naming the variable."""
-    mode, regs = leaders_mode(os.environ.get(LEADERS_ENV))
-    path = mode if regs is None else f"{mode}:{regs}"
-    return code_version(STAGE2_SOURCES) + ("" if path == "auto" else f"+leaders={path}")
 
 
 def render_key(traj_dir: Path, settings: RenderSettings | dict, code: str = "",

@@ -19,11 +19,11 @@ from ..engine.unreal import launcher_argv, map_object_path
 from .gpus import SlotPlan
 from .keys import (
     STAGE1_SOURCES,
+    STAGE2_SOURCES,
     code_version,
     pack_dir,
     render_key,
     render_settings,
-    stage2_code,
 )
 from .lifetimes import try_lock
 from .node_context import NodeContext
@@ -175,7 +175,7 @@ class LevelUnit:
         assert ctx.render_root is not None and ctx.rcfg is not None
         rcfg, root = ctx.rcfg, ctx.render_root
         settings = render_settings(rcfg, ctx.cfg.engine.fps)
-        code = stage2_code()
+        code = code_version(STAGE2_SOURCES)
         scene, level = level_parts(self.level_id)
         done = finished(root)
         jobs, self.wanted = [], []

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..core.stage1_config import validate_action_config
+from ..engine.render_settings import leaders_mode
 from .execution import ClusterConfig, MonitorConfig, NodeConfig, UnrealConfig, UploadConfig
 from .rendering import RESOLUTION_PRESETS
 from .schema import WmforgeConfig
@@ -56,6 +57,10 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.compute_shading not in ("pixel", "sample"):
         raise ConfigError(f"{source}: render.compute_shading is {r.compute_shading!r}; "
                           "expected pixel or sample")
+    try:
+        leaders_mode(r.compute_leaders)
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     if r.readback not in ("sync", "pbo"):
         raise ConfigError(f"{source}: render.readback is {r.readback!r}; expected sync or pbo")
     if r.yuv not in ("auto", "device", "encoder"):

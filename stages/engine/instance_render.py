@@ -81,6 +81,7 @@ class InstanceRenderer:
                                     backend=choose_backend(self.s.backend, self.s.ground_truth),
                                     readback=self.readback,
                                     compute_shading=self.s.compute_shading, yuv=self.s.yuv,
+                                    compute_leaders=self.s.compute_leaders,
                                     compile_cache=self.compile_cache, on_wait=self.beat)
         return self.r
 
@@ -254,6 +255,11 @@ class InstanceRenderer:
             "backend": getattr(self.r, "backend", "gl"),
             # the compute backend's shading rate (render.compute_shading); None on gl
             "compute_shading": getattr(getattr(self.r, "targets", None), "shading_rate", None),
+            # how the compute backend shaded its surface leaders (render.compute_leaders:
+            # triton, triton:<registers> or torch; "torch" with the reason where the kernel
+            # was wanted by auto and failed to compile); None on gl and at compute_shading
+            # sample
+            "compute_leaders": getattr(getattr(self.r, "targets", None), "leaders_path", None),
             # where the views became yuv420p (render.yuv auto resolves per machine)
             "yuv": "device" if getattr(getattr(self.r, "targets", None), "yuv", False)
             else "encoder",

@@ -16,23 +16,28 @@ from typing import Any
 BACKENDS = ("gl", "compute", "auto")  # render.backend's values
 COMPUTE_SHADING = ("pixel", "sample")  # render.compute_shading's values
 YUV = ("auto", "device", "encoder")  # render.yuv's values
-# the operator's switch between the compute backend's two GPU paths for the surface leaders
-# (engine.compute.leaders_triton); set to anything but auto it enters the render key
-LEADERS_ENV = "WMFORGE_COMPUTE_LEADERS"
+LEADERS_EXPECTED = "auto, triton, torch or triton:<registers a lane, 64 to 255>"
 
 
-def leaders_mode(raw: str | None) -> tuple[str, int | None]:
-    """``WMFORGE_COMPUTE_LEADERS`` parsed: auto, triton, torch, or triton:<registers> (the
-    kernel with ptxas held to that many registers a lane: fewer registers, more warps per
-    SM, some spilled to local memory; a tuning knob for measurements). Unset or empty: auto."""
-    raw = raw or "auto"
-    mode, sep, regs = raw.partition(":")
+def leaders_mode(raw: str, where: str = "render.compute_leaders") -> tuple[str, int | None]:
+    """``render.compute_leaders`` parsed: how the compute backend shades its surface leaders
+    on a GPU (engine.compute.leaders_triton): auto (the Triton kernel where it can run, else
+    the compiled torch graph), triton (the kernel, or an error where it cannot run or
+    compile), torch (the graph), or triton:<registers> (the kernel with ptxas held to that
+    many registers a lane: fewer registers, more warps per SM, some spilled to local memory;
+    a tuning knob for measurements). A bad value is a ValueError naming ``where``."""
+    mode, sep, regs = str(raw).partition(":")
     if mode in ("auto", "triton", "torch") and not sep:
         return mode, None
     if mode == "triton" and regs.isdigit() and 64 <= int(regs) <= 255:
         return mode, int(regs)
-    raise ValueError(f"{LEADERS_ENV}={raw!r}; expected auto, triton, torch or "
-                     "triton:<registers a lane, 64 to 255>")
+    raise ValueError(f"{where} is {raw!r}; expected {LEADERS_EXPECTED}")
+
+
+def leaders_value(raw: str, where: str = "render.compute_leaders") -> str:
+    """``raw`` checked and normalised (``triton:0168`` is ``triton:168``)."""
+    mode, regs = leaders_mode(raw, where)
+    return mode if regs is None else f"{mode}:{regs}"
 # render.limits' defaults (stages.config.RenderLimitsConfig takes them from here, where its
 # comments say why these numbers): settings at these values leave as_dict, and so render keys,
 # as they were before the limits existed
@@ -97,12 +102,18 @@ class RenderSettings:
     # 1 code, so it is part of the render key; meta.json's ``yuv`` records the one used. Left
     # out of as_dict at auto
     yuv: str = "auto"
+    # how the compute backend shades its surface leaders on a GPU: auto, triton, torch or
+    # triton:<registers> (leaders_mode). The kernel and the torch graph may differ by a step
+    # of a stored code on a GPU, so it is part of the render key; meta.json's compute_leaders
+    # records the path that ran. Left out of as_dict at auto and wherever the backend is gl
+    compute_leaders: str = "auto"
 
     def as_dict(self) -> dict[str, Any]:
         """The ``instance.json`` / ``meta.json`` form (field order = the historical key order;
         ``ground_truth`` only when on, ``backend`` only when not gl, each limit only when not
         its default, ``compute_shading`` only when not pixel on a backend other than gl,
-        ``yuv`` only when not auto)."""
+        ``yuv`` only when not auto, ``compute_leaders`` only when not auto on a backend other
+        than gl)."""
         d: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         if d["ground_truth"]:
             d["ground_truth"] = list(d["ground_truth"])
@@ -110,6 +121,8 @@ class RenderSettings:
             del d["ground_truth"]
         if d["compute_shading"] == "pixel" or d["backend"] == "gl":
             del d["compute_shading"]
+        if d["compute_leaders"] == "auto" or d["backend"] == "gl":
+            del d["compute_leaders"]
         if d["backend"] == "gl":
             del d["backend"]
         if d["yuv"] == "auto":
@@ -128,7 +141,8 @@ class RenderSettings:
             raise RenderSettingsError(f"{where}: expected an object of render settings, "
                                       f"got {type(d).__name__}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = {"ground_truth", "backend", "compute_shading", "yuv", *LIMITS}
+        optional = {"ground_truth", "backend", "compute_shading", "yuv", "compute_leaders",
+                    *LIMITS}
         missing = [n for n in names if n not in d and n not in optional]
         unknown = sorted(set(d) - set(names))
         if missing or unknown:
@@ -151,6 +165,12 @@ class RenderSettings:
         if kw.get("compute_shading", "pixel") not in COMPUTE_SHADING:
             raise RenderSettingsError(f"{where}: compute_shading {kw['compute_shading']!r}; "
                                       f"expected one of {', '.join(COMPUTE_SHADING)}")
+        try:
+            if "compute_leaders" in kw:
+                kw["compute_leaders"] = leaders_value(kw["compute_leaders"],
+                                                      f"{where}: compute_leaders")
+        except ValueError as exc:
+            raise RenderSettingsError(str(exc)) from None
         if kw.get("yuv", "auto") not in YUV:
             raise RenderSettingsError(f"{where}: yuv {kw['yuv']!r}; expected one of "
                                       f"{', '.join(YUV)}")

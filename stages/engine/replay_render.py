@@ -55,11 +55,13 @@ class ReplayRenderer:
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, ground_truth: Sequence[str] = (),
                  backend: str = "gl", readback: str = "sync", compute_shading: str = "pixel",
-                 yuv: str = "auto", compile_cache: str | None = None, on_wait: Any = None):
+                 compute_leaders: str = "auto", yuv: str = "auto",
+                 compile_cache: str | None = None, on_wait: Any = None):
         # backend: "gl" (RenderTargets) or "compute" (compute.targets.ComputeTargets: the same
         # role drawn in torch); "auto" is resolved by compute.backend.choose_backend first.
         # readback (render.readback): the GL path's, sync or pbo; compute has its own.
-        # compute_shading (render.compute_shading): the compute path's shading rate.
+        # compute_shading (render.compute_shading): the compute path's shading rate;
+        # compute_leaders (render.compute_leaders): its leaders' GPU path.
         # yuv (render.yuv): device, encoder or auto (RenderTargets / ComputeTargets decide).
         # compile_cache, on_wait: the compute path's compile cache folder and the heartbeat
         # called while it waits for another renderer's compile (compute/compile_cache.py)
@@ -74,7 +76,8 @@ class ReplayRenderer:
             choose_backend(backend, ground_truth)  # refuses ground-truth layers
             self.targets: SceneTargets = ComputeTargets(
                 width, height, spatial, temporal, display, mask_scale, near, far, look=look,
-                device=compute_device(), shading_rate=compute_shading, yuv=on_device,
+                device=compute_device(), shading_rate=compute_shading, leaders=compute_leaders,
+                yuv=on_device,
                 compile_cache=compile_cache, on_wait=on_wait)
         elif backend == "gl":
             self.targets = RenderTargets(width, height, spatial, temporal, display, mask_scale,

@@ -15,7 +15,7 @@ step's own time). ``--profile``: torch.profiler's table of the ops that took the
 time over two frames; ``--trace``: the same two frames recorded with Python stacks into a Chrome
 trace (gzip), which ``trace_split.py`` splits by the function that launched each kernel (on a
 CPU, each operator). ``--leaders``: how the surface leaders are shaded, one run each
-(``WMFORGE_COMPUTE_LEADERS``: the torch graph, or the Triton kernel where it can run). Prints
+(``render.compute_leaders``: torch, triton, triton:<registers>; auto). Prints
 one JSON line per rate and leaders path.
 """
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -64,8 +63,7 @@ def main() -> None:
         cfg = load_params(overrides=[
             f"render.width={W}", f"render.height={H}", f"render.spatial_samples={a.spatial}",
             "render.temporal_samples=1", "render.backend=compute",
-            f"render.compute_shading={rate}"]).render
-        os.environ["WMFORGE_COMPUTE_LEADERS"] = lk  # read as the renderer is made
+            f"render.compute_shading={rate}", f"render.compute_leaders={lk}"]).render
         with posed_frames(tmp / f"r_{rate}_{lk}", cfg, traj) as pf:
             r = pf.ir.r
             dev = r.targets.device
@@ -91,9 +89,7 @@ def main() -> None:
                 frame(3 + i)
                 sync()
                 ms.append((time.perf_counter() - t0) * 1000)
-            m_ = getattr(r.targets, "_merged", None)
-            kern = m_ is not None and m_.kernel is not None and m_.kernel.failed is None
-            res = {"rate": rate, "leaders_kernel": "triton" if kern else "torch",
+            res = {"rate": rate, "leaders_kernel": r.targets.leaders_path,
                    "leaders_switch": lk,
                    "device": str(torch.cuda.get_device_name(dev))
                    if dev.type == "cuda" else "cpu", "size": a.size, "spatial": a.spatial,

@@ -7,7 +7,8 @@ Run: .venv/bin/python tests/benchmarks/bench_render.py [--preset 720p] [--spatia
 
 ``--backend``: ``render.backend`` of each run (gl: Panda3D's OpenGL path; compute: the torch
 renderer of issue #30, on CUDA where torch sees a GPU, else on the CPU; ``compute:sample`` /
-``compute:pixel`` set its ``render.compute_shading``). ``--warmup``:
+``compute:pixel`` set its ``render.compute_shading``; ``compute:pixel:torch`` and
+``compute:pixel:triton[:<registers>]`` its ``render.compute_leaders`` too). ``--warmup``:
 ``render.warmup_frames`` (default: the config's); the rate counts the whole run (start-up, the
 warm-up and meter frames), so give the compute backend's slow CPU runs few extra frames. The
 *steady* figure counts every renderer's frames over the window in which all of them ran
@@ -108,8 +109,11 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
     backend, _, rate = backend.partition(":")
+    rate, _, leaders = rate.partition(":")
     if rate:
         extra.append(f"render.compute_shading={rate}")
+    if leaders:
+        extra.append(f"render.compute_leaders={leaders}")
     rcfg = load_params(overrides=[f"render.preset={preset}", "render.width=0", "render.height=0",
                                   f"render.spatial_samples={spatial}",
                                   "render.temporal_samples=1",
@@ -120,7 +124,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     lvl_dir = trajs / level.replace("/", "__")
     insts = []
     for p in range(procs):
-        inst = tmp / f"inst_{preset}_{spatial}_{backend}{rate}_{readback}_{yuv}_{p}"
+        inst = (tmp / f"inst_{preset}_{spatial}_{backend}{rate}{leaders.replace(':', '')}_"
+                      f"{readback}_{yuv}_{p}")
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(
@@ -172,9 +177,10 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     out_s = procs * frames / 30
     steady = steady_rate([json.loads((i / "frame_times.json").read_text())["traj_0000"]
                           for i in insts if (i / "frame_times.json").exists()], procs)
-    yuv_used = json.loads((insts[0] / "traj_0000" / "meta.json").read_text()).get("yuv")
+    meta0 = json.loads((insts[0] / "traj_0000" / "meta.json").read_text())
+    yuv_used = meta0.get("yuv")
     return {"variant": variant or "base", "backend": backend, "readback": readback,
-            "yuv": yuv, "yuv_used": yuv_used,
+            "yuv": yuv, "yuv_used": yuv_used, "compute_leaders": meta0.get("compute_leaders"),
             "compute_shading": (rate or rcfg.compute_shading) if backend != "gl" else None,
             "preset": preset, "width": w,
             "height": h, "spatial": spatial, "procs": procs, "warmup_frames": rcfg.warmup_frames,

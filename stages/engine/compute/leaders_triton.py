@@ -24,7 +24,6 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 
 from ..pbr import MAX_LIGHTS
-from ..render_settings import LEADERS_ENV, leaders_mode
+from ..render_settings import leaders_mode
 from . import raster_triton
 from .cameras import Cameras, Sun
 from .compiled import _is_compile_failure
@@ -46,10 +45,6 @@ log = logging.getLogger(__name__)
 KERNEL_LIGHTS = 4  # leaders_kernel unrolls this many lights (pbr.MAX_LIGHTS when written)
 BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
-# the operator's (and the benchmarks') switch: auto (the kernel where it can run, when
-# ON_BY_DEFAULT), triton (wherever it can run), torch (the compiled torch graph)
-ENV = LEADERS_ENV
-ON_BY_DEFAULT = False  # until the compiled kernel has passed its `gpu` test on a card
 _modules: dict[bool, Any] = {}
 
 
@@ -58,16 +53,23 @@ def available(device: torch.device) -> bool:
     return MAX_LIGHTS == KERNEL_LIGHTS and raster_triton.available(device)
 
 
-def _mode() -> tuple[str, int | None]:
-    """The switch as ``render_settings.leaders_mode`` reads it (bad values refused)."""
-    return leaders_mode(os.environ.get(ENV))
-
-
-def wanted(device: torch.device) -> bool:
-    """Whether the leaders on ``device`` are shaded by the kernel: where it can run, as
-    ``WMFORGE_COMPUTE_LEADERS`` (auto, triton[:registers], torch) says."""
-    mode, _ = _mode()
-    return available(device) and (mode == "triton" or (mode == "auto" and ON_BY_DEFAULT))
+def choose(device: torch.device, setting: str = "auto") -> str | None:
+    """The leaders' path on ``device`` as ``render.compute_leaders`` (``setting``) says:
+    "triton" or "triton:<registers>" (the kernel), or None (the compiled torch graph). auto
+    takes the kernel wherever it can run (its `gpu` test passed on a lent H100 on
+    2026-12-07: both sample levels identical to the CPU torch path but for one-step
+    channels); triton where it cannot run is an error naming the setting, so a render never
+    carries a key that names a path it did not take."""
+    mode, regs = leaders_mode(setting)
+    if mode == "torch":
+        return None
+    if not available(device):
+        if mode == "triton":
+            raise RuntimeError(f"render.compute_leaders={setting}: the leaders' Triton kernel "
+                               f"cannot run on {device} (it needs a CUDA device and Triton "
+                               f"with {KERNEL_LIGHTS} lights); use auto or torch")
+        return None
+    return "triton" if regs is None else f"triton:{regs}"
 
 
 def _module(interpret: bool) -> Any:
@@ -136,7 +138,10 @@ def light_bits(lt: Lighting) -> int:
 class LeaderKernel:
     """Shades leader samples into a radiance buffer; built once per scene (its tables)."""
 
-    def __init__(self, geo: Any, lut: torch.Tensor, interpret: bool = False):
+    def __init__(self, geo: Any, lut: torch.Tensor, interpret: bool = False,
+                 maxnreg: int | None = None, strict: bool = False):
+        # maxnreg: ptxas's register cap (render.compute_leaders triton:<n>); strict: a compile
+        # failure raises (render.compute_leaders triton) instead of falling back (auto)
         if MAX_LIGHTS != KERNEL_LIGHTS:
             raise ValueError(f"leaders kernel: written for {KERNEL_LIGHTS} lights, "
                              f"pbr.MAX_LIGHTS is {MAX_LIGHTS}")
@@ -164,7 +169,8 @@ class LeaderKernel:
                      m.tex.to(i64).contiguous())
         self.taps = torch.tensor(PCF_TAPS, dtype=torch.float32, device=dev).contiguous()
         self.failed: str | None = None  # the compile error, once one happened
-        self.maxnreg = None if interpret else _mode()[1]  # ptxas's register cap, if any
+        self.maxnreg = None if interpret else maxnreg
+        self.strict = strict
         self._edges: tuple[tuple[float, ...], torch.Tensor] | None = None
 
     def __call__(self, out: torch.Tensor, flat: torch.Tensor, tri: torch.Tensor,
@@ -227,10 +233,14 @@ class LeaderKernel:
             if not _is_compile_failure(e):
                 raise
             self.failed = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            if self.strict:
+                raise RuntimeError("render.compute_leaders=triton: the leaders' Triton kernel "
+                                   f"failed to compile ({self.failed}); use auto or torch"
+                                   ) from e
             log.warning("compute: the leaders' Triton kernel failed to compile (%s); the "
                         "torch path shades them from now on", self.failed)
             return False
         return True
 
 
-__all__ = ["BLOCK", "ENV", "LeaderKernel", "available", "light_bits", "wanted"]
+__all__ = ["BLOCK", "LeaderKernel", "available", "choose", "light_bits"]

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from ..render_settings import leaders_mode
 from . import leaders_triton
 from .cameras import Cameras, Sun
 from .compiled import Compiled
@@ -67,17 +68,20 @@ class MergedShading:
     """Per (view, sample) linear radiance of one frame, shaded once per pixel and triangle
     (see the module docstring), from a :class:`GBufferRenderer`'s scene. The surface
     leaders' work (material, the atlas' storage, lighting, R11G11B10) is one compiled torch
-    graph over chunks padded to one size, or on a GPU, where ``leaders_triton.wanted`` says
-    so (``kernel``), one Triton kernel."""
+    graph over chunks padded to one size, or on a GPU, where ``leaders_triton.choose`` says
+    so for ``leaders`` (render.compute_leaders), one Triton kernel (``kernel``)."""
 
     def __init__(self, gbr: GBufferRenderer, spatial: int | None = None,
-                 kernel: bool | None = None):
+                 leaders: str = "auto"):
         self.gbr = gbr
         self.spatial = spatial  # samples of one sub-frame (leaders are taken within it)
         # the surface leaders' material and lighting: one Triton kernel (leaders_triton) on a
-        # GPU with Triton; None: as leaders_triton.wanted says; False: the torch graph below
-        use = leaders_triton.wanted(gbr.geo.device) if kernel is None else kernel
-        self.kernel = leaders_triton.LeaderKernel(gbr.geo, gbr.lut) if use else None
+        # GPU with Triton, as leaders_triton.choose says for ``leaders``
+        # (render.compute_leaders), else the torch graph below
+        self.variant = leaders_triton.choose(gbr.geo.device, leaders)
+        self.kernel = (leaders_triton.LeaderKernel(
+            gbr.geo, gbr.lut, maxnreg=leaders_mode(self.variant)[1],
+            strict=leaders_mode(leaders)[0] == "triton") if self.variant else None)
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
         self._sky_chunk: Any = (Compiled(self._sky, "merged.sky", dynamic=False)
@@ -90,6 +94,17 @@ class MergedShading:
         # then waits for the device: slower, so only for the split)
         self.phases: dict[str, float] | None = None
         self._t = 0.0
+
+    @property
+    def leaders_path(self) -> str:
+        """The path that shaded the leaders (meta.json's compute_leaders): the kernel's
+        variant, or torch (with the compile error where auto's kernel failed: then every
+        frame from the failing one on took the graph)."""
+        if self.kernel is None:
+            return "torch"
+        if self.kernel.failed is not None:
+            return f"torch (the Triton kernel failed to compile: {self.kernel.failed})"
+        return str(self.variant)
 
     def _mark(self, name: str, device: torch.device) -> None:
         if self.phases is None:

@@ -27,7 +27,7 @@ import torch
 from ...core.trajectory import VIEWS
 from ...media.video import label_bitmap
 from ..look import Look
-from ..render_settings import COMPUTE_SHADING
+from ..render_settings import COMPUTE_SHADING, leaders_value
 from ..scene_targets import SceneTargets
 from . import leaders_triton
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
@@ -115,7 +115,8 @@ class ComputeTargets(SceneTargets):
                  display: str = "p3headlessgl", mask_scale: int = 2, near: float = 0.05,
                  far: float = 4000.0, *, look: Look, device: str = "cpu",
                  cpu_threads: int | None = 1, yuv: bool | None = None,
-                 shading_rate: str = "pixel", compile_cache: str | None = None,
+                 shading_rate: str = "pixel", leaders: str = "auto",
+                 compile_cache: str | None = None,
                  on_wait: Any = None):
         # the level's scene keeps the forward set-up (the GL deferred G-buffer pass is never
         # built); no GL context is opened
@@ -127,6 +128,9 @@ class ComputeTargets(SceneTargets):
         # "pixel": material and lighting once per pixel and triangle (merged.py); "sample":
         # once per sample, as GL does
         self.shading_rate = shading_rate
+        # render.compute_leaders: the leaders' GPU path (leaders_triton.choose); checked here,
+        # so a bad value fails before anything is built
+        self.leaders = leaders_value(leaders)
         self.look = look
         # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
         # scene keeps forward's set-up (its deferred G-buffer pass is never built)
@@ -181,14 +185,21 @@ class ComputeTargets(SceneTargets):
         Triton kernel shades (its own compile instead of the torch graph's), the code."""
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
-        # as MergedShading decides it (the gate is entered before the scene is built)
-        kernel: bool | str = (self.shading_rate == "pixel"
-                              and leaders_triton.wanted(self.device))
-        if kernel and leaders_triton._mode()[1] is not None:  # a register cap: its own binary
-            kernel = f"triton:{leaders_triton._mode()[1]}"
+        # as MergedShading decides it (the gate is entered before the scene is built): the
+        # kernel's variant (a register cap is its own binary) or None
+        kernel = (leaders_triton.choose(self.device, self.leaders)
+                  if self.shading_rate == "pixel" else None)
         return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
                           self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
                           self.with_preview, kernel, sources_digest())
+
+    @property
+    def leaders_path(self) -> str | None:
+        """How the leaders were shaded (MergedShading.leaders_path; meta.json's
+        compute_leaders): None at compute_shading sample or before the first frame."""
+        if self.shading_rate != "pixel" or self._merged is None:
+            return None
+        return self._merged.leaders_path
 
     def bind(self, replay: Any) -> None:
         """The ReplayRenderer whose level (lights, sun, sky, props) and character copies this
@@ -221,8 +232,9 @@ class ComputeTargets(SceneTargets):
                                       animated=list(r.char_copies), device=self.device,
                                       skins=skins)
             self._gbr = GBufferRenderer(self._geo, self.W, self.H)
-            self._merged = MergedShading(self._gbr, self.S,
-                                         None if self.shading_rate == "pixel" else False)
+            # (unused at compute_shading sample, which shades every sample: no kernel built)
+            self._merged = MergedShading(self._gbr, self.S, self.leaders
+                                         if self.shading_rate == "pixel" else "torch")
             self._scene_sig = sig
         return self._gbr
 

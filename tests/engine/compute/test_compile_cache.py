@@ -58,7 +58,11 @@ torch.compile(resolve_views, dynamic=False)(torch.rand(5, 2, 54, 96, 3), torch.t
                                             "aces")
 compile_s = time.monotonic() - t0
 g.leave(ok=True)
-print("RESULT " + json.dumps({"role": role, "compile_s": compile_s, "waited_s": g.waited_s}))
+from torch._dynamo.utils import counters
+ind = counters["inductor"]
+print("RESULT " + json.dumps({"role": role, "compile_s": compile_s, "waited_s": g.waited_s,
+                              "hits": ind["fxgraph_cache_hit"],
+                              "misses": ind["fxgraph_cache_miss"]}))
 """
 
 
@@ -158,7 +162,11 @@ def test_real_graphs_compiled_once_then_loaded(tmp_path):
     assert roles == ["follower", "leader"], roles
     first, second = (lead, fol) if lead["role"] == "leader" else (fol, lead)
     assert second["waited_s"] > 0.5 * first["compile_s"]
-    assert second["compile_s"] < first["compile_s"] / 3, (first, second)
+    # the leader compiled both graphs; the follower compiled none, it loaded both (Inductor's
+    # own cache counters: a timing ratio failed under a loaded 2-core machine)
+    assert first["misses"] >= 2 and first["hits"] == 0, first
+    assert second["hits"] >= 2 and second["misses"] == 0, second
+    print(f"compile {first['compile_s']:.1f} s, load {second['compile_s']:.1f} s")
     assert any((cache / "fxgraph").rglob("*")), sorted(p.name for p in cache.iterdir())
 
 
@@ -301,12 +309,11 @@ def test_the_gate_key_says_which_leaders_path_shades(tmp_path, no_cache_env, mon
     try:
         keys = {}
         for mode in ("triton", "torch", "auto", "triton:168"):
-            monkeypatch.setenv(leaders_triton.ENV, mode)
+            t.leaders = mode  # render.compute_leaders
             keys[mode] = t._gate_key()
         assert keys["triton"] != keys["torch"]
         # a register cap is another binary of the kernel
         assert keys["triton:168"] not in (keys["triton"], keys["torch"])
-        assert keys["auto"] == (keys["triton"] if leaders_triton.ON_BY_DEFAULT
-                                else keys["torch"])
+        assert keys["auto"] == keys["triton"]  # where the kernel can run, auto takes it
     finally:
         t.close()

@@ -278,7 +278,6 @@ def test_compiles_for_hopper_without_spills(captured, tmp_path, monkeypatch) -> 
     ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
     if not ptxas.is_file():
         pytest.skip(f"this Triton wheel has no ptxas ({ptxas})")
-    monkeypatch.delenv(leaders_triton.ENV, raising=False)  # the uncapped kernel
     ms, args = captured[sorted(captured)[0]]  # AlpineMeadow: textures, sun, shadow
     fr, cams, sun, smap, lt, inv, flat, tri, bary, depth = args
     seen: list[tuple[tuple, dict]] = []
@@ -326,17 +325,67 @@ def test_compiles_for_hopper_without_spills(captured, tmp_path, monkeypatch) -> 
     assert spills and not any(spills), res.stderr  # (ptxas caps registers at 255 itself)
 
 
-def test_the_switch(monkeypatch) -> None:
-    """``WMFORGE_COMPUTE_LEADERS``: never the kernel where it cannot run (a CPU), whatever
-    the switch says; a value it does not know is refused, naming the variable."""
+def test_the_setting_chooses_the_path(monkeypatch) -> None:
+    """``render.compute_leaders``: auto takes the kernel wherever it can run and the torch
+    graph elsewhere (a CPU); triton where the kernel cannot run is an error naming the
+    setting (never a silent fallback under a key that names the kernel); a value it does not
+    know is refused, naming the key."""
     cpu = torch.device("cpu")
-    for mode in ("auto", "triton", "torch", ""):
-        monkeypatch.setenv(leaders_triton.ENV, mode)
-        assert leaders_triton.wanted(cpu) is False
-    monkeypatch.setenv(leaders_triton.ENV, "triton:168")
-    assert leaders_triton.wanted(cpu) is False
-    assert leaders_triton._mode() == ("triton", 168)
-    for bad in ("fast", "triton:", "triton:32", "triton:300", "torch:168", "auto:x"):
-        monkeypatch.setenv(leaders_triton.ENV, bad)
-        with pytest.raises(ValueError, match=f"WMFORGE_COMPUTE_LEADERS='{bad}'; expected auto"):
-            leaders_triton.wanted(cpu)
+    assert leaders_triton.choose(cpu, "auto") is None
+    assert leaders_triton.choose(cpu, "torch") is None
+    for mode in ("triton", "triton:168"):
+        with pytest.raises(RuntimeError, match=f"render.compute_leaders={mode}: the leaders' "
+                           "Triton kernel cannot run on cpu"):
+            leaders_triton.choose(cpu, mode)
+    monkeypatch.setattr(leaders_triton, "available", lambda device: True)
+    assert leaders_triton.choose(cpu, "auto") == "triton"
+    assert leaders_triton.choose(cpu, "triton") == "triton"
+    assert leaders_triton.choose(cpu, "triton:0168") == "triton:168"
+    assert leaders_triton.choose(cpu, "torch") is None
+    for bad in ("fast", "", "triton:", "triton:32", "triton:300", "torch:168", "auto:x"):
+        with pytest.raises(ValueError, match=f"render.compute_leaders is '{bad}'; expected "
+                           "auto, triton, torch or triton:<registers"):
+            leaders_triton.choose(cpu, bad)
+
+
+class CompilationError(Exception):  # the kind of exception Triton raises on a failed compile
+    pass
+
+
+CompilationError.__module__ = "triton.compiler.errors"
+
+
+def test_a_kernel_that_fails_to_compile(captured, monkeypatch, caplog) -> None:
+    """auto: the leaders fall back to the torch graph, with a warning, and the path recorded
+    for meta.json says so with the reason; an explicit triton fails the render instead,
+    naming the setting."""
+    ms, args = captured[sorted(captured)[0]]
+    fr, cams, sun, smap, lt, inv, flat, tri, bary, depth = args
+
+    class Failing:
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(*a: Any, **k: Any) -> None:
+                raise CompilationError("ptxas fatal: out of registers (a stand-in failure)")
+            return launch
+
+    monkeypatch.setattr(leaders_triton, "_module",
+                        lambda interpret: type("M", (), {"leaders": Failing()})())
+    out = torch.zeros(int(flat.max()) + 1, 3)
+    strict = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut, strict=True)
+    with pytest.raises(RuntimeError, match="render.compute_leaders=triton: the leaders' "
+                       "Triton kernel failed to compile .*out of registers"):
+        strict(out, flat, tri, bary, depth, ms.gbr.H, ms.gbr.W, fr, cams, inv, sun, smap, lt)
+    k = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut)
+    assert not k(out, flat, tri, bary, depth, ms.gbr.H, ms.gbr.W, fr, cams, inv, sun, smap,
+                 lt)
+    assert "failed to compile" in caplog.text and not out.any()  # nothing written
+    was = (ms.kernel, ms.variant)
+    try:
+        ms.kernel, ms.variant = k, "triton"
+        assert ms.leaders_path.startswith("torch (the Triton kernel failed to compile: "
+                                          "CompilationError: ptxas fatal")
+        ms.kernel.failed = None
+        assert ms.leaders_path == "triton"
+    finally:
+        ms.kernel, ms.variant = was
+    assert ms.leaders_path == "torch"  # the CPU renderer's
