@@ -283,12 +283,26 @@ case "$what" in
       l=$(left 70); [ "$l" = 0 ] && { echo "skipped $lk: no time left"; continue; }
       t=${lk//:/_}  # no colons in file names (the device tool returns plain names only)
       rm -rf "/tmp/cc_$t"
-      timeout $((l < per ? l : per)) python3 \
-        tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
+      # in its own process group; if it outlives its time, py-spy dumps every renderer's
+      # stacks (where it stuck) before the whole group is killed (no renderer lingers on
+      # the GPU into the next arm)
+      setsid python3 tests/benchmarks/bench_render.py --preset 720p --spatial 8 \
         --frames "${RENDER_FRAMES:-150}" --procs "${MPS_PROCS:-8}" --backend "compute:pixel:$lk" \
-        --compile-cache "/tmp/cc_$t" --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" 2>&1 \
-        | grep -v "egldisplay\|glgsg" > "$OUT/mps_${t}.log" || true
-      tail -3 "$OUT/mps_${t}.log"
+        --compile-cache "/tmp/cc_$t" --log-dir "$OUT/logs_$t" \
+        --json "$OUT/mps_${t}_${MPS_PROCS:-8}.json" > "$OUT/mps_${t}.log" 2>&1 &
+      pid=$!; end=$((SECONDS + (l < per ? l : per)))
+      while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 2; done
+      if kill -0 "$pid" 2>/dev/null; then
+        echo "$lk: still running at its deadline; stacks in spy_$t.txt"
+        for w in $(pgrep -f "stages.engine.render_worker"); do
+          echo "== $w"; [ -x /tmp/py-spy ] && timeout 10 /tmp/py-spy dump --pid "$w" 2>&1 | head -60
+        done > "$OUT/spy_$t.txt"
+        kill -- -"$pid" 2>/dev/null; sleep 3; pkill -9 -f stages.engine.render_worker || true
+      fi
+      wait "$pid" 2>/dev/null || true
+      grep -v "egldisplay\|glgsg" "$OUT/mps_${t}.log" > "$OUT/mps_${t}.txt" || true
+      for f in "$OUT/logs_$t"/*.log; do [ -f "$f" ] && tail -c 4000 "$f" > "$f.tail" && mv "$f.tail" "$f"; done
+      tail -3 "$OUT/mps_${t}.txt"
     done
     echo quit | nvidia-cuda-mps-control || true
     l=$(left 30); [ "$l" = 0 ] || timeout $((l < 70 ? l : 70)) python3 \

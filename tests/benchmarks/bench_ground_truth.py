@@ -62,10 +62,16 @@ def run_one(trajs: Path, level: str, preset: str, spatial: int, layers: list[str
              "jobs": [{"name": "traj_0000", "key": "0" * 16, "traj_dir": str(traj)}]}))
         insts.append(inst)
     t0 = time.perf_counter()
+    # each renderer's output to a file: a pipe read one renderer at a time stalls the others
+    outs = [(i / "worker.log").open("wb") for i in insts]
     running = [subprocess.Popen([sys.executable, "-m", "stages.engine.render_worker", str(i)],
-                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True) for i in insts]
-    logs = [p.communicate()[0] for p in running]
+                                cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+               for i, f in zip(insts, outs, strict=True)]
+    for p in running:
+        p.wait()
+    for f in outs:
+        f.close()
+    logs = [(i / "worker.log").read_text(errors="replace") for i in insts]
     wall = time.perf_counter() - t0
     for inst, p, out in zip(insts, running, logs, strict=True):
         if p.returncode != 0 or not (inst / "traj_0000" / "meta.json").exists():

@@ -105,7 +105,7 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
                  frames: int, tmp: Path, enc_threads: int, variant: str = "",
                  backend: str = "gl", warmup: int | None = None,
                  readback: str = "sync", yuv: str = "auto",
-                 compile_cache: str = "") -> dict:
+                 compile_cache: str = "", log_dir: Path | None = None) -> dict:
     w, h = RESOLUTION_PRESETS[preset]
     extra = [] if warmup is None else [f"render.warmup_frames={warmup}"]
     backend, _, rate = backend.partition(":")
@@ -139,9 +139,16 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     worker = (["-m", "tests.benchmarks.look_variants", variant] if variant
               else ["-m", "stages.engine.render_worker"])
     env = {**os.environ, FRAME_TIMES_ENV: "1"}
+    # each renderer's output to its own file, never a pipe: a pipe read one renderer at a
+    # time stalls every other renderer that fills its 64 KiB buffer meanwhile (and with it a
+    # first-compile gate the others wait on); under log_dir the logs outlive a killed run
+    log_paths = [(log_dir or i) / f"{i.name}.log" for i in insts]
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    outs = [lp.open("wb") for lp in log_paths]
     running = [subprocess.Popen([sys.executable, *worker, str(i)], cwd=ROOT, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-               for i in insts]
+                                stdout=f, stderr=subprocess.STDOUT)
+               for i, f in zip(insts, outs, strict=True)]
     rss_timeline: list[tuple[float, float]] = []  # (s since start, MiB) of the first renderer
 
     def sample_rss() -> None:
@@ -159,8 +166,12 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
 
     sampler = threading.Thread(target=sample_rss, daemon=True)
     sampler.start()
-    logs = [p.communicate()[0].decode(errors="replace") for p in running]
+    for p in running:
+        p.wait()
     wall = time.perf_counter() - t0
+    for f in outs:
+        f.close()
+    logs = [lp.read_bytes().decode(errors="replace") for lp in log_paths]
     sampler.join()
     # RSS at a quarter, half and the end of the run: flat memory means these stay level
     marks = {}
@@ -216,6 +227,8 @@ def main() -> None:
     ap.add_argument("--readback", default="sync", help="render.readback per GL run: sync, "
                     "pbo or both (sync,pbo)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--log-dir", default="", help="the renderers' logs here (kept if the run "
+                    "is killed), not in the scratch folder")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="wmforge-bench-"))
     results = []
@@ -236,7 +249,8 @@ def main() -> None:
                                     for yv in args.yuv.split(",")):
                 r = render_bench(trajs, args.level, args.preset, s, p, args.frames, tmp,
                                  args.encoder_threads, v, b, args.warmup, rb, yv,
-                                 args.compile_cache)
+                                 args.compile_cache,
+                                 Path(args.log_dir) if args.log_dir else None)
                 results.append(r)
                 if v == "overdraw":
                     print(f"render [overdraw] x{s}: {r['overdraw']}", flush=True)
