@@ -297,7 +297,8 @@ case "$what" in
         for w in $(pgrep -f "stages.engine.render_worker"); do
           echo "== $w"; [ -x /tmp/py-spy ] && timeout 10 /tmp/py-spy dump --pid "$w" 2>&1 | head -60
         done > "$OUT/spy_$t.txt"
-        kill -- -"$pid" 2>/dev/null; sleep 3; pkill -9 -f stages.engine.render_worker || true
+        kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true  # (set -e)
+        sleep 3; pkill -9 -f stages.engine.render_worker || true
       fi
       wait "$pid" 2>/dev/null || true
       grep -v "egldisplay\|glgsg" "$OUT/mps_${t}.log" > "$OUT/mps_${t}.txt" || true

@@ -40,8 +40,13 @@ _sh = _lib._sh
 _shadow = _lib._shadow
 
 
+# the leader count ``n`` changes every frame: Triton would specialize the kernel on it (n % 16,
+# n == 1) and compile another ~1-minute binary whenever a frame's count fell in another class
+# (seen on a lent H100: eight renderers under MPS all compiling again mid-run); not specialized
+_kernel = (_jit if _INTERPRET else triton.jit(do_not_specialize=["n"]))
 
-@_jit
+
+@_kernel
 def leaders(out, flat, tri, bary, depth, n, H, W,
             f_pos, f_nrm, f_tan, f_uv, f_col, f_mat,
             m_base, m_metal, m_rough, m_emis, m_tex,

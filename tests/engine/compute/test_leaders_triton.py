@@ -296,6 +296,8 @@ def test_compiles_for_hopper_without_spills(captured, tmp_path, monkeypatch) -> 
         leaders_triton._module = orig
     (a, consts), = seen
     fn = leaders_triton._module(False).leaders
+    # one binary a level: not another compile whenever a frame's leader count changes class
+    assert [p.name for p in fn.params if p.do_not_specialize] == ["n"]
     sig: dict[str, str] = {}
     for name, v in zip(fn.arg_names, a, strict=False):
         if isinstance(v, torch.Tensor):
