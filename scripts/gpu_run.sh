@@ -295,7 +295,8 @@ case "$what" in
       if kill -0 "$pid" 2>/dev/null; then
         echo "$lk: still running at its deadline; stacks in spy_$t.txt"
         for w in $(pgrep -f "stages.engine.render_worker"); do
-          echo "== $w"; [ -x /tmp/py-spy ] && timeout 10 /tmp/py-spy dump --pid "$w" 2>&1 | head -60
+          echo "== $w"  # (a failed or timed-out dump must not end the script: set -e)
+          [ -x /tmp/py-spy ] && { timeout 10 /tmp/py-spy dump --pid "$w" 2>&1 | head -60; } || true
         done > "$OUT/spy_$t.txt"
         kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true  # (set -e)
         sleep 3; pkill -9 -f stages.engine.render_worker || true
