@@ -79,3 +79,72 @@ def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     inv, info = torch.linalg.inv_ex(m3)
     use = (skew & (info == 0))[:, None, None]
     return torch.where(use, inv.transpose(1, 2), out), skew
+
+
+class SkinBatch:
+    """Several ``FixedOrderSkin``s (a character's Geoms, every copy) posed as one: their joint
+    matrices read and uploaded in one copy, their blends, vertices and normals transformed in
+    one pass each. Each skin's result is :class:`TorchSkin`'s (the same fixed order of joints
+    a blend; a blend with fewer joints than the widest gets zero-weight terms after its own,
+    which add nothing). The host's cost of a frame's skinning stops growing with the number of
+    Geoms (ten on the sample character's two copies: ~30 small ops each before)."""
+
+    def __init__(self, skins: list[Any], device: torch.device):
+        self.skins = list(skins)
+        self.device = device
+        f64 = torch.float64
+        width = max((len(np.asarray(s.idx)[0]) if len(s.idx) else 1) for s in self.skins)
+        idx, w, bi, rv, rn = [], [], [], [], []
+        self.vertex_offset: list[int] = []
+        joints = blends = verts = 0
+        self.has_normals = all(s.rest_n is not None for s in self.skins)
+        for s in self.skins:
+            i = np.asarray(s.idx, np.int64).reshape(len(s.idx), -1)
+            ww = np.asarray(s.w, np.float64).reshape(len(s.w), -1)
+            pad = width - i.shape[1]
+            idx.append(np.pad(i, ((0, 0), (0, pad))) + joints)  # (padded terms weigh 0)
+            w.append(np.pad(ww, ((0, 0), (0, pad))))
+            bi.append(np.asarray(s.blend_index, np.int64) + blends)
+            v = np.asarray(s.rest_v, np.float64)  # [n,4]: w of 1 where the data has none
+            rv.append(v)
+            rn.append(np.asarray(s.rest_n, np.float64) if self.has_normals else None)
+            self.vertex_offset.append(verts)
+            joints += len(s.transforms)
+            blends += len(i)
+            verts += len(v)
+        self.idx = torch.as_tensor(np.concatenate(idx), device=device)
+        self.w = torch.as_tensor(np.concatenate(w), dtype=f64, device=device)
+        self.blend_index = torch.as_tensor(np.concatenate(bi), device=device)
+        self.rest_v = torch.as_tensor(np.concatenate(rv), dtype=f64, device=device)
+        self.rest_n = (torch.as_tensor(np.concatenate(rn), dtype=f64, device=device)
+                       if self.has_normals else None)
+        self.transforms = [tr for s in self.skins for tr in s.transforms]
+
+    def joint_matrices(self) -> torch.Tensor:
+        """[J,4,4] float64: every skin's joints' current matrices, one upload."""
+        from panda3d.core import LMatrix4f
+
+        m = LMatrix4f()
+        out = np.empty((len(self.transforms), 4, 4), np.float64)
+        for i, tr in enumerate(self.transforms):
+            tr.getMatrix(m)
+            out[i] = [[m.getCell(r, c) for c in range(4)] for r in range(4)]
+        return upload(out, self.device)
+
+    def pose(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(positions [V,3], normals [V,3] or None) of every skin's vertices, posed now, the
+        skins one after another (``vertex_offset``)."""
+        mats = self.joint_matrices()
+        blend = torch.zeros(len(self.idx), 4, 4, dtype=torch.float64, device=self.device)
+        for j in range(self.idx.shape[1]):  # one fixed order, as the CPU path
+            blend = blend + self.w[:, j, None, None] * mats[self.idx[:, j]]
+        per_vertex = blend[self.blend_index]
+        out = torch.einsum("ni,nij->nj", self.rest_v, per_vertex)
+        pos = out[:, :3] / torch.where(out[:, 3:] == 0, 1.0, out[:, 3:])  # as TorchSkin
+        if self.rest_n is None:
+            return pos, None
+        nm, renorm = normal_matrices(blend[:, :3, :3])
+        nv = torch.einsum("ni,nij->nj", self.rest_n, nm[self.blend_index])
+        rn = renorm[self.blend_index][:, None]
+        nv = torch.where(rn, nv / nv.norm(dim=1, keepdim=True).clamp_min(1e-30), nv)
+        return pos, nv

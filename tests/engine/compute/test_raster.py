@@ -301,6 +301,58 @@ def test_torch_skinning_matches_the_cpu_poser(sample_level_pair):
     assert moved > 100
 
 
+def test_the_batched_scene_step_is_each_piece_on_its_own(sample_level_pair):
+    """The scene step poses every skin as one batch and places every moving piece in one
+    pass: the same triangles as one skin (TorchSkin) and one piece (its own matrix) at a
+    time, the way it was done before."""
+    import numpy as np
+
+    from stages.engine.compute.scene import _mat4
+    from stages.engine.compute.scene_geometry import (
+        SceneGeometry,
+        _corner_frame,
+        normal_matrix,
+    )
+    from stages.engine.compute.skinning import TorchSkin
+
+    *_, r, _, _ = sample_level_pair
+    skins = [sk for p in r.char_posers for sk in getattr(p, "skins", [])]
+    geo = SceneGeometry(r.scene, dynamic=r.level.prop_pivots, animated=r.char_copies,
+                        skins=skins)
+    assert geo._batch is not None and len(geo._batch.skins) == len(skins) > 1
+    v, nv = geo._batch.pose()
+    one = [TorchSkin(sk, geo.device).pose() for sk in geo._batch.skins]
+    assert torch.equal(v, torch.cat([o[0] for o in one]))
+    assert nv is not None and torch.equal(nv, torch.cat([o[1] for o in one]))
+    fr = geo.frame()
+    ns = len(geo._static["pos"])
+    rows = {id(sk): k for k, sk in enumerate(geo._batch.skins)}
+    by_data = {sk.static.this: sk for sk in skins}
+    ref_p, ref_n, ref_t = [], [], []
+    for pc in geo.moving:
+        if id(pc) in geo._skins:
+            vd = pc.np_.node().getGeom(pc.geom_index).getVertexData()
+            pv, pn = one[rows[id(by_data[vd.this])]]
+            c = torch.from_numpy(pc.corners)
+            lp, ln = pv[c].float(), pn[c].float()
+        else:
+            lp, ln = torch.from_numpy(pc.pos), torch.from_numpy(pc.nrm)
+        m = torch.from_numpy(_mat4(pc.np_.getMat(geo.root))).float()
+        p, n, t = _corner_frame(lp, ln, torch.from_numpy(pc.tan), m, normal_matrix(m))
+        ref_p.append(p)
+        ref_n.append(n)
+        ref_t.append(t)
+    assert len(geo.moving) > 3 and len(geo._skins) > 1
+    for key, ref in (("pos", ref_p), ("nrm", ref_n), ("tan", ref_t)):
+        got, ref_all = getattr(fr, key), torch.cat(ref)
+        assert got[ns:].shape == ref_all.shape
+        np.testing.assert_allclose(got[ns:].numpy(), ref_all.numpy(), rtol=0, atol=2e-5)
+        assert torch.equal(got[:ns], geo._static[key])  # the static triangles as placed once
+    again = geo.frame()  # the constant columns are stacked once and reused
+    assert again.uv is fr.uv and again.mat is fr.mat
+    assert torch.equal(again.pos, fr.pos)
+
+
 def test_the_triton_depth_kernel_gives_the_same_gbuffer(sample_level_pair, monkeypatch):
     """The sample level's G-buffer with the depth pass in the Triton kernel (under Triton's
     interpreter on this CPU) is the torch path's, byte for byte: skinned character, alpha
