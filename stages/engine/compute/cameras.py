@@ -28,6 +28,15 @@ class Cameras:
     bit: torch.Tensor        # [V] int64: the camera's draw-mask bit
     sample: torch.Tensor     # [V] int64: its sample index within its view
     nsamples: int
+    # [V,4,4] clip -> world: view_proj's inverse, worked out on the host (float64, of the
+    # float32 matrices) and uploaded with them; None: inverse() takes it on the device
+    inv_view_proj: torch.Tensor | None = None
+
+    def inverse(self) -> torch.Tensor:
+        """[V,4,4] float32 clip -> world (column vectors)."""
+        if self.inv_view_proj is not None:
+            return self.inv_view_proj
+        return torch.linalg.inv_ex(self.view_proj)[0]  # inv_ex: no read-back of its check
 
 
 @dataclass
@@ -47,12 +56,19 @@ def _camera_matrix(np_: Any, root: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pack(vps: list, eyes: list, bits: list, nsamples: int, device: Any) -> Cameras:
+    """The frame's cameras on ``device``: the matrices, their inverses and the eyes in one
+    float32 upload, the bits and sample indices in one int64 upload (two small copies a
+    frame, no inverse taken on the device: batched 4x4 inverses there cost the host about
+    0.2 ms a call on an H100)."""
     V = len(vps)
     dev = torch.device(device)
-    return Cameras(upload(np.stack(vps), dev, torch.float32),
-                   upload(np.stack(eyes), dev, torch.float32),
-                   upload(bits, dev, torch.int64),
-                   torch.arange(V, device=dev) % nsamples, nsamples)
+    vp = np.stack(vps).astype(np.float32)
+    inv = np.linalg.inv(vp.astype(np.float64)).astype(np.float32)
+    eye = np.zeros((V, 4, 4), np.float32)
+    eye[:, 0, :3] = np.stack(eyes)
+    f = upload(np.stack([vp, inv, eye]), dev)
+    ints = upload(np.stack([np.asarray(bits, np.int64), np.arange(V) % nsamples]), dev)
+    return Cameras(f[0], f[2, :, 0, :3], ints[0], ints[1], nsamples, inv_view_proj=f[1])
 
 
 def cameras_from_nodes(nodes: list[Any], root: Any, nsamples: int,

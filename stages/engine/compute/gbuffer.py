@@ -266,7 +266,7 @@ class GBufferRenderer:
         shp = {k: (V, H, W, 3) if v.ndim == 2 else (V, H, W) for k, v in planes.items()}
         return GBuffer(**{k: v.reshape(shp[k]) for k, v in planes.items()},
                        depth=ras.depth.contiguous(),
-                       inv_view_proj=torch.linalg.inv_ex(cams.view_proj)[0], eye=cams.eye)
+                       inv_view_proj=cams.inverse(), eye=cams.eye)
 
     def _shade(self, fr: Frame, cams: Cameras, sun: Sun | None, smap: torch.Tensor | None,
                hit: torch.Tensor, tri: torch.Tensor, bary: torch.Tensor

@@ -148,7 +148,7 @@ class MergedShading:
         self._mark("leaders and their barycentrics", dev)
         smap = gbr.shadow_map(fr, sun) if sun is not None else None
         self._mark("shadow map", dev)
-        inv = torch.linalg.inv_ex(cams.view_proj)[0]  # inv_ex: no read-back of its check
+        inv = cams.inverse()
         # only the leaders' rows are written, and only they are read (from_leaders)
         rad = torch.empty(VN * H * W, 3, dtype=torch.float32, device=tri.device)
         self.surface(rad, fr, cams, sun, smap, lt, inv, flat, ltri, bary, ldepth)
