@@ -209,8 +209,11 @@ class SceneGeometry:
         self._skins: dict[int, torch.Tensor] = {}
         # a skinned piece's unposed normals (used when it has none posed) and tangents: fixed
         self._skin_rest: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        # whether a skinned piece's skin poses normals (else it keeps its unposed ones)
+        self._skin_normals: dict[int, bool] = {}
         for pc, sk in matched:
             self._skins[id(pc)] = torch.from_numpy(pc.corners + offset[id(sk)]).to(self.device)
+            self._skin_normals[id(pc)] = sk.rest_n is not None
             self._skin_rest[id(pc)] = (torch.from_numpy(pc.nrm).to(self.device),
                                        torch.from_numpy(pc.tan).to(self.device))
         skinned = [pc for pc in self.moving if id(pc) in self._skins]
@@ -316,7 +319,9 @@ class SceneGeometry:
                   if nv is not None else None)
             for k, pc in enumerate(pc for pc in self.moving if id(pc) in self._skins):
                 rest_nrm, tan = self._skin_rest[id(pc)]
-                self._local[id(pc)] = (vs[k], rest_nrm if ns is None else ns[k], tan)
+                nrm = (ns[k] if ns is not None and self._skin_normals[id(pc)]
+                       else rest_nrm)
+                self._local[id(pc)] = (vs[k], nrm, tan)
         for pc in self.moving:
             if pc.reread and id(pc) not in self._skins:
                 self._reread(pc)

@@ -94,10 +94,13 @@ class SkinBatch:
         self.device = device
         f64 = torch.float64
         width = max((len(np.asarray(s.idx)[0]) if len(s.idx) else 1) for s in self.skins)
-        idx, w, bi, rv, rn = [], [], [], [], []
+        idx, w, bi, rv = [], [], [], []
+        rn: list[np.ndarray] = []
         self.vertex_offset: list[int] = []
         joints = blends = verts = 0
-        self.has_normals = all(s.rest_n is not None for s in self.skins)
+        # which skins have normals to pose (the others' rows are zeros: their pieces keep
+        # their unposed normals, as with one skin at a time)
+        self.normals = [s.rest_n is not None for s in self.skins]
         for s in self.skins:
             i = np.asarray(s.idx, np.int64).reshape(len(s.idx), -1)
             ww = np.asarray(s.w, np.float64).reshape(len(s.w), -1)
@@ -107,7 +110,8 @@ class SkinBatch:
             bi.append(np.asarray(s.blend_index, np.int64) + blends)
             v = np.asarray(s.rest_v, np.float64)  # [n,4]: w of 1 where the data has none
             rv.append(v)
-            rn.append(np.asarray(s.rest_n, np.float64) if self.has_normals else None)
+            rn.append(np.zeros((len(v), 3)) if s.rest_n is None
+                      else np.asarray(s.rest_n, np.float64))
             self.vertex_offset.append(verts)
             joints += len(s.transforms)
             blends += len(i)
@@ -117,7 +121,7 @@ class SkinBatch:
         self.blend_index = torch.as_tensor(np.concatenate(bi), device=device)
         self.rest_v = torch.as_tensor(np.concatenate(rv), dtype=f64, device=device)
         self.rest_n = (torch.as_tensor(np.concatenate(rn), dtype=f64, device=device)
-                       if self.has_normals else None)
+                       if any(self.normals) else None)
         self.transforms = [tr for s in self.skins for tr in s.transforms]
 
     def joint_matrices(self) -> torch.Tensor:

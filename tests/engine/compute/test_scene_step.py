@@ -109,3 +109,62 @@ def test_the_scene_step_never_waits_for_the_gpu(traj, tmp_path):
         finally:
             torch.cuda.set_sync_debug_mode(0)
         assert fr.pos.shape[0] == geo.num_triangles and bool(torch.isfinite(fr.pos).all())
+
+
+class _Joint:
+    """A joint transform as FixedOrderSkin keeps them (``getMatrix`` fills an LMatrix4f)."""
+
+    def __init__(self, m) -> None:  # noqa: ANN001
+        self.m = m
+
+    def getMatrix(self, out) -> None:  # noqa: ANN001, N802 - Panda3D's name
+        for r in range(4):
+            for c in range(4):
+                out.setCell(r, c, float(self.m[r, c]))
+
+
+def _skin(rng, joints: int, blends: int, width: int, verts: int, normals: bool):  # noqa: ANN001, ANN202
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    ms = []
+    for _ in range(joints):
+        m = np.eye(4)
+        m[:3, :3] = rng.normal(size=(3, 3)) * 0.3 + np.eye(3) * rng.uniform(0.5, 2.0)
+        m[3, :3] = rng.normal(size=3)  # row-vector translation, as Panda3D
+        ms.append(_Joint(m))
+    w = rng.uniform(0.1, 1.0, size=(blends, width))
+    return SimpleNamespace(
+        transforms=ms, idx=rng.integers(0, joints, size=(blends, width)),
+        w=w / w.sum(1, keepdims=True), blend_index=rng.integers(0, blends, size=verts),
+        rest_v=np.concatenate([rng.normal(size=(verts, 3)), np.ones((verts, 1))], 1),
+        rest_n=rng.normal(size=(verts, 3)) if normals else None)
+
+
+def test_a_skin_batch_is_each_skin_on_its_own():
+    """SkinBatch poses skins of different widths (joints a blend), sizes and with or
+    without normals as one: each skin's vertices and normals are TorchSkin's exactly (the
+    narrower blends' zero-weight padding adds nothing); a skin without normals gets zero
+    rows (its pieces keep their unposed normals)."""
+    import numpy as np
+
+    from stages.engine.compute.skinning import SkinBatch, TorchSkin
+
+    rng = np.random.default_rng(7)
+    skins = [_skin(rng, 9, 12, 3, 40, True), _skin(rng, 4, 5, 1, 17, False),
+             _skin(rng, 6, 8, 2, 23, True)]
+    batch = SkinBatch(skins, torch.device("cpu"))
+    v, nv = batch.pose()
+    assert batch.vertex_offset == [0, 40, 57] and v.shape == (80, 3)
+    assert batch.normals == [True, False, True] and nv is not None
+    for sk, off in zip(skins, batch.vertex_offset, strict=True):
+        pv, pn = TorchSkin(sk, torch.device("cpu")).pose()
+        n = len(pv)
+        assert torch.equal(v[off:off + n], pv)
+        if pn is None:
+            assert not nv[off:off + n].any()
+        else:
+            assert torch.equal(nv[off:off + n], pn)
+    rest = torch.as_tensor(skins[0].rest_v[:, :3])
+    assert float((v[:40] - rest).abs().max()) > 0.1
