@@ -20,48 +20,19 @@ from .upload import upload
 
 
 class TorchSkin:
-    """The torch twin of one ``FixedOrderSkin`` (one skinned Geom)."""
+    """The torch twin of one ``FixedOrderSkin`` (one skinned Geom): a batch of one."""
 
     def __init__(self, skin: Any, device: torch.device):
         self.skin = skin
-        self.device = device
-        f64 = torch.float64
-        self.rest_v = torch.as_tensor(np.asarray(skin.rest_v), dtype=f64, device=device)
-        self.rest_n = (None if skin.rest_n is None else
-                       torch.as_tensor(np.asarray(skin.rest_n), dtype=f64, device=device))
-        self.idx = torch.as_tensor(skin.idx, device=device)
-        self.w = torch.as_tensor(skin.w, dtype=f64, device=device)
-        self.blend_index = torch.as_tensor(skin.blend_index, device=device)
+        self._batch = SkinBatch([skin], device)
 
     def joint_matrices(self) -> torch.Tensor:
         """[J,4,4] float64: each joint's current skinning matrix (Panda3D row-vector form)."""
-        from panda3d.core import LMatrix4f
-
-        m = LMatrix4f()
-        out = np.empty((len(self.skin.transforms), 4, 4), np.float64)
-        for i, tr in enumerate(self.skin.transforms):
-            tr.getMatrix(m)
-            out[i] = [[m.getCell(r, c) for c in range(4)] for r in range(4)]
-        return upload(out, self.device)
+        return self._batch.joint_matrices()
 
     def pose(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(positions [n,3], normals [n,3] or None) of the Geom's vertices, posed now."""
-        mats = self.joint_matrices()
-        blend = torch.zeros(len(self.idx), 4, 4, dtype=torch.float64, device=self.device)
-        for j in range(self.idx.shape[1]):  # one fixed order, as the CPU path
-            blend = blend + self.w[:, j, None, None] * mats[self.idx[:, j]]
-        per_vertex = blend[self.blend_index]
-        k = self.rest_v.shape[1]
-        out = torch.einsum("ni,nij->nj", self.rest_v, per_vertex[:, :k])
-        pos = out[:, :3] if k == 3 else out[:, :3] / torch.where(out[:, 3:] == 0, 1.0,
-                                                                   out[:, 3:])
-        if self.rest_n is None:
-            return pos, None
-        nm, renorm = normal_matrices(blend[:, :3, :3])
-        nv = torch.einsum("ni,nij->nj", self.rest_n, nm[self.blend_index])
-        rn = renorm[self.blend_index][:, None]
-        nv = torch.where(rn, nv / nv.norm(dim=1, keepdim=True).clamp_min(1e-30), nv)
-        return pos, nv
+        return self._batch.pose()
 
 
 def normal_matrices(m3: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
