@@ -124,8 +124,8 @@ def render_bench(trajs: Path, level: str, preset: str, spatial: int, procs: int,
     lvl_dir = trajs / level.replace("/", "__")
     insts = []
     for p in range(procs):
-        inst = (tmp / f"inst_{preset}_{spatial}_{backend}{rate}{leaders.replace(':', '')}_"
-                      f"{readback}_{yuv}_{p}")
+        inst = (tmp / f"inst_{variant or 'base'}_{preset}_{spatial}_{backend}{rate}"
+                      f"{leaders.replace(':', '')}_{readback}_{yuv}_{p}")
         shutil.rmtree(inst, ignore_errors=True)
         inst.mkdir(parents=True)
         (inst / "instance.json").write_text(json.dumps(

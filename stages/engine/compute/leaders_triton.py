@@ -45,6 +45,12 @@ log = logging.getLogger(__name__)
 KERNEL_LIGHTS = 4  # leaders_kernel unrolls this many lights (pbr.MAX_LIGHTS when written)
 BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
+# whether render.compute_leaders auto takes the kernel where it can run. Its `gpu` test passed
+# on a lent H100 (2026-12-07: both sample levels identical to the CPU torch path but for
+# one-step channels), but no run with several renderers on a card has finished with it yet
+# (docs/compute-renderer.md): until one has, auto keeps the torch graph and the kernel is
+# the operator's choice (triton)
+AUTO_TAKES_KERNEL = False
 _modules: dict[bool, Any] = {}
 
 
@@ -56,12 +62,11 @@ def available(device: torch.device) -> bool:
 def choose(device: torch.device, setting: str = "auto") -> str | None:
     """The leaders' path on ``device`` as ``render.compute_leaders`` (``setting``) says:
     "triton" or "triton:<registers>" (the kernel), or None (the compiled torch graph). auto
-    takes the kernel wherever it can run (its `gpu` test passed on a lent H100 on
-    2026-12-07: both sample levels identical to the CPU torch path but for one-step
-    channels); triton where it cannot run is an error naming the setting, so a render never
+    takes the kernel wherever it can run once ``AUTO_TAKES_KERNEL`` is set, else the graph;
+    triton where the kernel cannot run is an error naming the setting, so a render never
     carries a key that names a path it did not take."""
     mode, regs = leaders_mode(setting)
-    if mode == "torch":
+    if mode == "torch" or (mode == "auto" and not AUTO_TAKES_KERNEL):
         return None
     if not available(device):
         if mode == "triton":
@@ -139,9 +144,10 @@ class LeaderKernel:
     """Shades leader samples into a radiance buffer; built once per scene (its tables)."""
 
     def __init__(self, geo: Any, lut: torch.Tensor, interpret: bool = False,
-                 maxnreg: int | None = None, strict: bool = False):
-        # maxnreg: ptxas's register cap (render.compute_leaders triton:<n>); strict: a compile
-        # failure raises (render.compute_leaders triton) instead of falling back (auto)
+                 maxnreg: int | None = None, strict: str | None = None):
+        # maxnreg: ptxas's register cap (render.compute_leaders triton:<n>); strict: the
+        # setting that asked for the kernel (triton, triton:<n>): a compile failure then
+        # raises, naming it, instead of falling back to the torch graph (auto)
         if MAX_LIGHTS != KERNEL_LIGHTS:
             raise ValueError(f"leaders kernel: written for {KERNEL_LIGHTS} lights, "
                              f"pbr.MAX_LIGHTS is {MAX_LIGHTS}")
@@ -234,9 +240,9 @@ class LeaderKernel:
                 raise
             self.failed = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
             if self.strict:
-                raise RuntimeError("render.compute_leaders=triton: the leaders' Triton kernel "
-                                   f"failed to compile ({self.failed}); use auto or torch"
-                                   ) from e
+                raise RuntimeError(f"render.compute_leaders={self.strict}: the leaders' Triton "
+                                   f"kernel failed to compile ({self.failed}); use auto or "
+                                   "torch") from e
             log.warning("compute: the leaders' Triton kernel failed to compile (%s); the "
                         "torch path shades them from now on", self.failed)
             return False

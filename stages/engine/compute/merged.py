@@ -81,7 +81,8 @@ class MergedShading:
         self.variant = leaders_triton.choose(gbr.geo.device, leaders)
         self.kernel = (leaders_triton.LeaderKernel(
             gbr.geo, gbr.lut, maxnreg=leaders_mode(self.variant)[1],
-            strict=leaders_mode(leaders)[0] == "triton") if self.variant else None)
+            strict=self.variant if leaders_mode(leaders)[0] == "triton" else None)
+            if self.variant else None)
         self._chunk: Any = (torch.compile(self._leaders, dynamic=False) if gbr.compiled
                             else self._leaders)
         self._sky_chunk: Any = (Compiled(self._sky, "merged.sky", dynamic=False)

@@ -28,7 +28,9 @@ NUM_BITS = 32
 
 @dataclass
 class Frame:
-    """One frame's triangles (F of them), world space, on the scene's device."""
+    """One frame's triangles (F of them), world space, on the scene's device. Read-only:
+    every frame shares the constant columns (uv to cut), and the static triangles' pos, nrm
+    and tan where nothing moves, with the scene (``SceneGeometry.frame``)."""
 
     pos: torch.Tensor    # [F,3,3]
     nrm: torch.Tensor    # [F,3,3] unit per corner
@@ -333,6 +335,8 @@ class SceneGeometry:
             counts = torch.tensor([len(pc.pos) for pc in self.moving], dtype=torch.int64)
             self._piece_of = torch.repeat_interleave(
                 torch.arange(len(self.moving)), counts).to(self.device)
+            # the static triangles' constant columns live on in _frame_const only
+            self._static = {k: self._static[k] for k in ("pos", "nrm", "tan")}
         s = self._static
         if self.moving:
             assert self._piece_of is not None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,10 @@ class ComputeTargets(SceneTargets):
         # render.compute_leaders: the leaders' GPU path (leaders_triton.choose); checked here,
         # so a bad value fails before anything is built
         self.leaders = leaders_value(leaders)
+        if os.environ.get("WMFORGE_COMPUTE_LEADERS"):  # the switch before the config key
+            log.warning("compute: WMFORGE_COMPUTE_LEADERS=%s is no longer read; the leaders' "
+                        "path is the config key render.compute_leaders (here %s)",
+                        os.environ["WMFORGE_COMPUTE_LEADERS"], self.leaders)
         self.look = look
         # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
         # scene keeps forward's set-up (its deferred G-buffer pass is never built)

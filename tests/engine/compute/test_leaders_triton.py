@@ -328,10 +328,10 @@ def test_compiles_for_hopper_without_spills(captured, tmp_path, monkeypatch) -> 
 
 
 def test_the_setting_chooses_the_path(monkeypatch) -> None:
-    """``render.compute_leaders``: auto takes the kernel wherever it can run and the torch
-    graph elsewhere (a CPU); triton where the kernel cannot run is an error naming the
-    setting (never a silent fallback under a key that names the kernel); a value it does not
-    know is refused, naming the key."""
+    """``render.compute_leaders``: auto takes the torch graph until ``AUTO_TAKES_KERNEL`` is
+    set, then the kernel wherever it can run (never on a CPU); triton where the kernel cannot
+    run is an error naming the setting (never a silent fallback under a key that names the
+    kernel); a value it does not know is refused, naming the key."""
     cpu = torch.device("cpu")
     assert leaders_triton.choose(cpu, "auto") is None
     assert leaders_triton.choose(cpu, "torch") is None
@@ -339,8 +339,12 @@ def test_the_setting_chooses_the_path(monkeypatch) -> None:
         with pytest.raises(RuntimeError, match=f"render.compute_leaders={mode}: the leaders' "
                            "Triton kernel cannot run on cpu"):
             leaders_triton.choose(cpu, mode)
+    monkeypatch.setattr(leaders_triton, "AUTO_TAKES_KERNEL", True)
+    assert leaders_triton.choose(cpu, "auto") is None  # it cannot run on a CPU
     monkeypatch.setattr(leaders_triton, "available", lambda device: True)
     assert leaders_triton.choose(cpu, "auto") == "triton"
+    monkeypatch.setattr(leaders_triton, "AUTO_TAKES_KERNEL", False)
+    assert leaders_triton.choose(cpu, "auto") is None
     assert leaders_triton.choose(cpu, "triton") == "triton"
     assert leaders_triton.choose(cpu, "triton:0168") == "triton:168"
     assert leaders_triton.choose(cpu, "torch") is None
@@ -373,8 +377,9 @@ def test_a_kernel_that_fails_to_compile(captured, monkeypatch, caplog) -> None:
     monkeypatch.setattr(leaders_triton, "_module",
                         lambda interpret: type("M", (), {"leaders": Failing()})())
     out = torch.zeros(int(flat.max()) + 1, 3)
-    strict = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut, strict=True)
-    with pytest.raises(RuntimeError, match="render.compute_leaders=triton: the leaders' "
+    strict = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut, maxnreg=128,
+                                         strict="triton:128")
+    with pytest.raises(RuntimeError, match="render.compute_leaders=triton:128: the leaders' "
                        "Triton kernel failed to compile .*out of registers"):
         strict(out, flat, tri, bary, depth, ms.gbr.H, ms.gbr.W, fr, cams, inv, sun, smap, lt)
     k = leaders_triton.LeaderKernel(ms.gbr.geo, ms.gbr.lut)

@@ -348,6 +348,15 @@ def test_the_batched_scene_step_is_each_piece_on_its_own(sample_level_pair):
         assert got[ns:].shape == ref_all.shape
         np.testing.assert_allclose(got[ns:].numpy(), ref_all.numpy(), rtol=0, atol=2e-5)
         assert torch.equal(got[:ns], geo._static[key])  # the static triangles as placed once
+    mv = geo.moving  # the constant columns of the moving triangles, one piece at a time
+    assert torch.equal(fr.uv[ns:], torch.cat([torch.from_numpy(pc.uv) for pc in mv]))
+    assert torch.equal(fr.col[ns:], torch.cat([torch.from_numpy(pc.col) for pc in mv]))
+    for key, attr in (("mat", "material"), ("cull", "cull"), ("bits", "bits")):
+        ref = torch.cat([torch.full((len(pc.pos),), getattr(pc, attr)) for pc in mv])
+        assert torch.equal(getattr(fr, key)[ns:], ref), key
+    cut = torch.cat([torch.full((len(pc.pos),), geo._may_cut[pc.material]
+                                or bool((pc.col[..., 3] < 0.5).any())) for pc in mv])
+    assert torch.equal(fr.cut[ns:], cut)
     again = geo.frame()  # the constant columns are stacked once and reused
     assert again.uv is fr.uv and again.mat is fr.mat
     assert torch.equal(again.pos, fr.pos)
