@@ -15,6 +15,13 @@ def intrinsics(width: int, height: int, fov_deg: float) -> tuple[float, float, f
     return fx, fx, width / 2, height / 2
 
 
+def intrinsics_record(width: int, height: int, fov_deg: float) -> dict:
+    """A render's per-view intrinsics as meta.json records them (:func:`intrinsics`)."""
+    fx, fy, cx, cy = intrinsics(width, height, fov_deg)
+    return {"width": width, "height": height, "fov_deg": fov_deg, "fx": fx, "fy": fy,
+            "cx": cx, "cy": cy}
+
+
 def projected_share(cam: Vec3, rot: Sequence[float], k: Sequence[float], width: int,
                     height: int, feet: Vec3, body_h: float, body_w: float) -> float:
     """Share of the image covered by the character's box (``body_w`` square, ``body_h`` tall,

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core import replay
 from ..core.asset_guard import AssetInputError, check_model_file
+from ..core.projection import intrinsics_record
 from ..core.trajectory import VIEWS
 from .gt_output import GroundTruthOutput
 from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
@@ -239,12 +240,13 @@ class InstanceRenderer:
                  enc: Any, names: list[str], views: dict, gate: dict, meta: dict,
                  ground_truth: dict | None = None) -> dict:
         W, H = self.s.width, self.s.height
+        t = getattr(self.r, "targets", None)
         rmeta = {
             "schema_version": 1, "trajectory": name, "level_id": meta["level_id"],
             "character_id": meta["character_id"], "frame_count": n, "fps": fps,
             "duration_s": n / fps, "render_key": key, "settings": self.s.as_dict(),
             "encode": enc.as_dict(), "videos": [f"{v}.mp4" for v in names],
-            "intrinsics": {v: _intrinsics(views[v][0], W, H) for v in VIEWS},
+            "intrinsics": {v: intrinsics_record(W, H, views[v][0]["fov_deg"]) for v in VIEWS},
             "level": self.level_report, "alignment": gate,
             "character_clip_problems": list(getattr(self.r, "clip_problems", [])),
             # the trajectory's exposure: metered auto exposure x the level's compensation
@@ -253,16 +255,12 @@ class InstanceRenderer:
             "shading": getattr(self.r, "shading", None),
             # the Stage II renderer used: gl or compute (render.backend auto resolves per machine)
             "backend": getattr(self.r, "backend", "gl"),
-            # the compute backend's shading rate (render.compute_shading); None on gl
-            "compute_shading": getattr(getattr(self.r, "targets", None), "shading_rate", None),
-            # how the compute backend shaded its surface leaders (render.compute_leaders:
-            # triton, triton:<registers> or torch; "torch" with the reason where the kernel
-            # was wanted by auto and failed to compile); None on gl and at compute_shading
-            # sample
-            "compute_leaders": getattr(getattr(self.r, "targets", None), "leaders_path", None),
+            # the compute backend's shading rate (render.compute_shading) and the leaders'
+            # path that ran (render.compute_leaders; None at sample); both None on gl
+            "compute_shading": getattr(t, "shading_rate", None),
+            "compute_leaders": getattr(t, "leaders_path", None),
             # where the views became yuv420p (render.yuv auto resolves per machine)
-            "yuv": "device" if getattr(getattr(self.r, "targets", None), "yuv", False)
-            else "encoder",
+            "yuv": "device" if getattr(t, "yuv", False) else "encoder",
             # §6.3 per-view collapsed share and §7.2 observed capsule, from Stage I (v3)
             "cameras": meta.get("cameras"), "capsule": meta.get("capsule"),
             # what the character shows while standing: idle_clip, walk_first_frame, bind_pose
@@ -399,8 +397,3 @@ class InstanceRenderer:
         if self.r is not None:
             self.r.close()
 
-
-def _intrinsics(cam_row: dict, W: int, H: int) -> dict:
-    fx = (W / 2) / math.tan(math.radians(cam_row["fov_deg"]) / 2)
-    return {"width": W, "height": H, "fov_deg": cam_row["fov_deg"], "fx": fx, "fy": fx,
-            "cx": W / 2, "cy": H / 2}

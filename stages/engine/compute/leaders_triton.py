@@ -24,6 +24,7 @@ import contextlib
 import importlib
 import importlib.util
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 from ..pbr import MAX_LIGHTS
-from ..render_settings import leaders_mode
+from ..render_settings import leaders_mode, leaders_value
 from . import raster_triton
 from .cameras import Cameras, Sun
 from .compiled import _is_compile_failure
@@ -57,6 +58,17 @@ _modules: dict[bool, Any] = {}
 def available(device: torch.device) -> bool:
     """Whether the kernel can run on ``device`` (CUDA with Triton importable)."""
     return MAX_LIGHTS == KERNEL_LIGHTS and raster_triton.available(device)
+
+
+def setting(value: str) -> str:
+    """``render.compute_leaders`` checked and normalised (a bad value: ValueError naming the
+    key); a leftover ``WMFORGE_COMPUTE_LEADERS`` (the switch before the key) is warned about."""
+    value = leaders_value(value)
+    if os.environ.get("WMFORGE_COMPUTE_LEADERS"):
+        log.warning("compute: WMFORGE_COMPUTE_LEADERS=%s is no longer read; the leaders' path "
+                    "is the config key render.compute_leaders (here %s)",
+                    os.environ["WMFORGE_COMPUTE_LEADERS"], value)
+    return value
 
 
 def choose(device: torch.device, setting: str = "auto") -> str | None:
@@ -249,4 +261,4 @@ class LeaderKernel:
         return True
 
 
-__all__ = ["BLOCK", "LeaderKernel", "available", "choose", "light_bits"]
+__all__ = ["BLOCK", "LeaderKernel", "available", "choose", "light_bits", "setting"]

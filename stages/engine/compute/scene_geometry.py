@@ -24,6 +24,8 @@ from .scene import Materials, Piece, TextureTable, _column, _mat4, _MaterialTabl
 from .upload import upload
 
 NUM_BITS = 32
+_CORNERS = ("pos", "nrm", "tan")  # a Frame's columns that move
+_CONST = ("uv", "col", "mat", "cull", "bits", "cut")  # and those that never change
 
 
 @dataclass
@@ -189,7 +191,6 @@ class SceneGeometry:
         self.textures: TextureTable
         self.materials, self.textures = table.build(self.device)
         self._may_cut = [bool(x) for x in self.materials.may_cut.cpu()]
-        self._const: dict[int, dict[str, torch.Tensor]] = {}
         self._local: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         # GPU skinning: the posers' fixed-order skins, matched to pieces by their vertex data,
         # posed as one batch (SkinBatch); each skinned piece's corners index its vertices
@@ -223,45 +224,32 @@ class SceneGeometry:
         self._skin_rows = (torch.cat([self._skins[id(pc)].reshape(-1) for pc in skinned])
                            if skinned else None)
         self._skin_sizes = [len(pc.pos) for pc in skinned]
-        self._static = self._stack(self.static, world=True)
-        for pc in self.static:  # stacked once: no second copy on the device
-            self._const.pop(id(pc), None)
+        self._skinned = skinned
+        self._static = self._stack([self._tensors(pc) for pc in self.static], _CORNERS + _CONST)
         # the moving pieces as one batch: each triangle's piece (its row of the frame's
         # matrices), and every triangle's constant columns (static and moving) stacked once
         self._piece_of: torch.Tensor | None = None
         self._frame_const: dict[str, torch.Tensor] | None = None
 
-    def _tensors(self, pc: Piece, world: bool, mats: torch.Tensor | None = None
-                 ) -> dict[str, torch.Tensor]:
-        """A piece's corners in world space: static ones in float64 on the CPU (once),
-        moving ones in float32 on the scene's device (every frame; only ``mats``, the piece's
-        matrix and normal matrix uploaded with every other moving piece's, and, for animated
-        pieces, the posed vertices travel)."""
-        if world:
-            m = torch.from_numpy(_mat4(pc.np_.getMat(self.root)))
-            p, n, t = _corner_frame(torch.from_numpy(pc.pos).double(),
-                                    torch.from_numpy(pc.nrm).double(),
-                                    torch.from_numpy(pc.tan).double(), m)
-        else:
-            d = self.device
-            if id(pc) not in self._local:
-                self._local[id(pc)] = (torch.from_numpy(pc.pos).to(d),
-                                       torch.from_numpy(pc.nrm).to(d),
-                                       torch.from_numpy(pc.tan).to(d))
-            lp, ln, lt = self._local[id(pc)]
-            assert mats is not None
-            p, n, t = _corner_frame(lp, ln, lt, mats[0], mats[1, :3, :3])
-        if id(pc) not in self._const:  # what never changes, kept on the device
-            F = len(pc.pos)
-            cut = self._may_cut[pc.material] or bool((pc.col[..., 3] < 0.5).any())
-            d = self.device
-            self._const[id(pc)] = {
-                "uv": torch.from_numpy(pc.uv).to(d), "col": torch.from_numpy(pc.col).to(d),
+    def _consts(self, pc: Piece) -> dict[str, torch.Tensor]:
+        """What never changes of a piece's triangles, on the device (stacked once)."""
+        F = len(pc.pos)
+        cut = self._may_cut[pc.material] or bool((pc.col[..., 3] < 0.5).any())
+        d = self.device
+        return {"uv": torch.from_numpy(pc.uv).to(d), "col": torch.from_numpy(pc.col).to(d),
                 "mat": torch.full((F,), pc.material, dtype=torch.int64, device=d),
                 "cull": torch.full((F,), pc.cull, dtype=torch.int64, device=d),
                 "bits": torch.full((F,), pc.bits, dtype=torch.int64, device=d),
                 "cut": torch.full((F,), cut, dtype=torch.bool, device=d)}
-        return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._const[id(pc)]}
+
+    def _tensors(self, pc: Piece) -> dict[str, torch.Tensor]:
+        """A static piece's corners in world space (float64 on the CPU, placed once) and its
+        constant columns."""
+        m = torch.from_numpy(_mat4(pc.np_.getMat(self.root)))
+        p, n, t = _corner_frame(torch.from_numpy(pc.pos).double(),
+                                torch.from_numpy(pc.nrm).double(),
+                                torch.from_numpy(pc.tan).double(), m)
+        return {"pos": p.float(), "nrm": n.float(), "tan": t.float(), **self._consts(pc)}
 
     def _moving_matrices(self, pieces: list[Piece]) -> torch.Tensor:
         """[P,2,4,4] on the device: each of ``pieces``' matrix (float32, as placed now) and,
@@ -278,11 +266,9 @@ class SceneGeometry:
         out[:, 1, :3, :3] = np.where(ok[:, None, None], inv.transpose(0, 2, 1), m3)
         return upload(out, self.device)
 
-    def _stack(self, pieces: list[Piece], world: bool) -> dict[str, torch.Tensor]:
-        mats = None if world else self._moving_matrices(pieces)
-        parts = [self._tensors(pc, world, None if mats is None else mats[i])
-                 for i, pc in enumerate(pieces)]
-        keys = ("pos", "nrm", "tan", "uv", "col", "mat", "cull", "bits", "cut")
+    def _stack(self, parts: list[dict[str, torch.Tensor]], keys: tuple[str, ...]
+               ) -> dict[str, torch.Tensor]:
+        """``keys`` of ``parts`` (one dict a piece) concatenated on the device."""
         shapes = {"pos": (3, 3), "nrm": (3, 3), "tan": (3, 4), "uv": (3, 2), "col": (3, 4)}
         out = {}
         for k in keys:
@@ -319,7 +305,7 @@ class SceneGeometry:
             vs = v[rows].float().view(-1, 3, 3).split(self._skin_sizes)
             ns = (nv[rows].float().view(-1, 3, 3).split(self._skin_sizes)
                   if nv is not None else None)
-            for k, pc in enumerate(pc for pc in self.moving if id(pc) in self._skins):
+            for k, pc in enumerate(self._skinned):
                 rest_nrm, tan = self._skin_rest[id(pc)]
                 nrm = (ns[k] if ns is not None and self._skin_normals[id(pc)]
                        else rest_nrm)
@@ -329,14 +315,13 @@ class SceneGeometry:
                 self._reread(pc)
                 self._local.pop(id(pc), None)
         if self._frame_const is None:
-            dyn = self._stack(self.moving, world=False)
-            self._frame_const = {k: torch.cat([self._static[k], dyn[k]])
-                                 for k in ("uv", "col", "mat", "cull", "bits", "cut")}
+            dyn = self._stack([self._consts(pc) for pc in self.moving], _CONST)
+            self._frame_const = {k: torch.cat([self._static[k], dyn[k]]) for k in _CONST}
             counts = torch.tensor([len(pc.pos) for pc in self.moving], dtype=torch.int64)
             self._piece_of = torch.repeat_interleave(
                 torch.arange(len(self.moving)), counts).to(self.device)
             # the static triangles' constant columns live on in _frame_const only
-            self._static = {k: self._static[k] for k in ("pos", "nrm", "tan")}
+            self._static = {k: self._static[k] for k in _CORNERS}
         s = self._static
         if self.moving:
             assert self._piece_of is not None
@@ -350,7 +335,7 @@ class SceneGeometry:
                      "nrm": torch.cat([s["nrm"], n.float()]),
                      "tan": torch.cat([s["tan"], t.float()])}
         else:
-            moved = {k: s[k] for k in ("pos", "nrm", "tan")}
+            moved = {k: s[k] for k in _CORNERS}
         return Frame(**moved, **self._frame_const)
 
     def _local_of(self, pc: Piece) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import Any
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 from ...core.trajectory import VIEWS
 from ...media.video import label_bitmap
 from ..look import Look
-from ..render_settings import COMPUTE_SHADING, leaders_value
+from ..render_settings import COMPUTE_SHADING
 from ..scene_targets import SceneTargets
 from . import leaders_triton
 from .cameras import cameras_from_nodes, cameras_from_targets, sun_from_node
@@ -129,13 +128,8 @@ class ComputeTargets(SceneTargets):
         # "pixel": material and lighting once per pixel and triangle (merged.py); "sample":
         # once per sample, as GL does
         self.shading_rate = shading_rate
-        # render.compute_leaders: the leaders' GPU path (leaders_triton.choose); checked here,
-        # so a bad value fails before anything is built
-        self.leaders = leaders_value(leaders)
-        if os.environ.get("WMFORGE_COMPUTE_LEADERS"):  # the switch before the config key
-            log.warning("compute: WMFORGE_COMPUTE_LEADERS=%s is no longer read; the leaders' "
-                        "path is the config key render.compute_leaders (here %s)",
-                        os.environ["WMFORGE_COMPUTE_LEADERS"], self.leaders)
+        # render.compute_leaders, checked before anything is built (leaders_triton.setting)
+        self.leaders = leaders_triton.setting(leaders)
         self.look = look
         # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
         # scene keeps forward's set-up (its deferred G-buffer pass is never built)
