@@ -96,6 +96,7 @@ class ReplayRenderer:
         self.exposure_comp_ev = 0.0
         self.auto_exposure = 1.0
         self.level = LevelScene(t)
+        self.level_source = ""  # the loaded level's file (load_level's source)
         if hasattr(t, "bind"):
             t.bind(self)
         # the ground-truth pass (issue #33): its own buffer and scene, only when asked for
@@ -135,6 +136,7 @@ class ReplayRenderer:
         """Attach a loaded level (``LevelScene.load_level``); ``source`` (its file) names it
         in the ground-truth id table."""
         rep = self.level.load_level(model, lighting)
+        self.level_source = source  # (the compute renderer's compile gate is per level)
         if self.gt is not None:
             self.gt.set_level(self.level.level_np, self.level.prop_pivots, source)
         return rep

@@ -110,7 +110,26 @@ def lighting_from_pass(lighting_pass: Any, level_lighting: dict | None, *,
                          ibl_strength=float(r.look.ibl_strength))
 
 
-# ---------------------------------------------------------------- GLSL built-ins, as specified
+# ---------------------------------------------------------------- the GL pass's place
 
 
-__all__ = ["Lighting", "light_inputs", "lighting_from_pass", "make_lighting"]
+class LightsRecord:
+    """Stands where ``level_render`` hands the GL deferred pass its lights (``set_lights``) and
+    inputs: it keeps the lights and ranges, which the compute lighting reads every frame."""
+
+    def __init__(self) -> None:
+        self.lights: list[Any] = []
+        self.ranges: list[float] = []
+
+    def set_input(self, name: str, value: Any) -> None:
+        del name, value  # the compute pass reads the level's settings itself
+
+    def set_lights(self, lights: list[Any], ranges: list[float], pivots: list[Any]) -> None:
+        self.lights, self.ranges = list(lights), list(ranges)
+        del pivots  # positions are read every frame (lights under pushed props move)
+
+    def before_frame(self) -> None:
+        pass
+
+
+__all__ = ["Lighting", "LightsRecord", "light_inputs", "lighting_from_pass", "make_lighting"]

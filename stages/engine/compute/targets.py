@@ -35,7 +35,7 @@ from .compile_cache import FirstCompile, config_key, sources_digest, use_cache
 from .compiled import Compiled
 from .gbuffer import GBufferRenderer
 from .gbuffer_types import GBuffer
-from .lighting import Lighting, light_inputs, make_lighting
+from .lighting import Lighting, LightsRecord, light_inputs, make_lighting
 from .merged import MergedShading, from_leaders
 from .raster import NO_HIT, visibility
 from .resolve import encode_linear, mean_samples, meter_codes
@@ -45,25 +45,6 @@ from .upload import upload
 from .yuv import packed_planes, tile_preview, unpack_planes
 
 log = logging.getLogger(__name__)
-
-
-class _LightsRecord:
-    """Stands where ``level_render`` hands the GL deferred pass its lights (``set_lights``) and
-    inputs: it keeps the lights and ranges, which the compute lighting reads every frame."""
-
-    def __init__(self) -> None:
-        self.lights: list[Any] = []
-        self.ranges: list[float] = []
-
-    def set_input(self, name: str, value: Any) -> None:
-        del name, value  # the compute pass reads the level's settings itself
-
-    def set_lights(self, lights: list[Any], ranges: list[float], pivots: list[Any]) -> None:
-        self.lights, self.ranges = list(lights), list(ranges)
-        del pivots  # positions are read every frame (lights under pushed props move)
-
-    def before_frame(self) -> None:
-        pass
 
 
 SHADE_BLOCK_PX = 1 << 22  # pixels lit at a time on a GPU
@@ -134,7 +115,7 @@ class ComputeTargets(SceneTargets):
         # the compute pipeline is a deferred one (G-buffer, then a lighting pass); the GL
         # scene keeps forward's set-up (its deferred G-buffer pass is never built)
         self.shading = "deferred"
-        self.lighting = _LightsRecord()
+        self.lighting = LightsRecord()
         self.device = torch.device(device)
         # on a CPU, one torch thread unless told otherwise: on the shared 2-core box a 96x54
         # five-view frame took 1.9 s with one thread and 17 s with two (small ops, contended
@@ -166,6 +147,8 @@ class ComputeTargets(SceneTargets):
         self.compile_cache = use_cache(compile_cache) if compile_cache else None
         self.gate_compiles = self.device.type == "cuda"
         self._first: FirstCompile | None = None
+        self._on_wait = on_wait
+        self._gated_level: str | None = None  # the level whose first frames were gated last
         if self.compile_cache is not None and self.gate_compiles:
             self.start_gate(on_wait)
         self._lighting: tuple[str, Any] | None = None
@@ -178,10 +161,16 @@ class ComputeTargets(SceneTargets):
         self._first = FirstCompile(self.compile_cache, self._gate_key(), beat=on_wait)
         return self._first
 
+    def _level(self) -> str:
+        """The loaded level's file ('' before one is bound or loaded)."""
+        return str(getattr(self.replay, "level_source", "") or "")
+
     def _gate_key(self) -> str:
         """Everything that shapes a compiled graph: the device, sizes, samples, the mask
         scale, the look (tone map, shadow map, PCF taps...), the preview, whether the leaders'
-        Triton kernel shades (its own compile instead of the torch graph's), the code."""
+        Triton kernel shades (its own compile instead of the torch graph's), the code, and the
+        level (its lights, sun and textures are compile-time constants of the leaders' kernel
+        and guards of the torch graphs: each level compiles binaries of its own)."""
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else "cpu")
         # as MergedShading decides it (the gate is entered before the scene is built): the
@@ -190,7 +179,7 @@ class ComputeTargets(SceneTargets):
                   if self.shading_rate == "pixel" else None)
         return config_key(torch.__version__, name, self.W, self.H, self.S, self.T,
                           self.shading_rate, self.yuv, self.mask_scale, repr(self.look),
-                          self.with_preview, kernel, sources_digest())
+                          self.with_preview, kernel, sources_digest(), self._level())
 
     @property
     def leaders_path(self) -> str | None:
@@ -283,11 +272,17 @@ class ComputeTargets(SceneTargets):
 
     def _gate(self) -> FirstCompile | None:
         """The first-compile gate of this renderer, entered (None once its frames are done,
-        or where nothing is compiled or no cache is set)."""
+        or where nothing is compiled or no cache is set). A level this renderer has not
+        gated yet (a second level in one process) opens a gate of its own."""
         if self._first is None:
-            return None
+            if (self.compile_cache is None or not self.gate_compiles
+                    or self._gated_level in (None, self._level())):
+                return None
+            self.start_gate(self._on_wait)
+        assert self._first is not None
         if not self._first.entered:
             self._first.key = self._gate_key()  # the preview is set after construction
+            self._gated_level = self._level()
             role = self._first.enter()
             log.info("compute: first compile on this node as %s (waited %.1f s)", role,
                      self._first.waited_s)

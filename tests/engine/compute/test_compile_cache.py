@@ -191,15 +191,19 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
     """The compute renderer with a compile cache: nothing is gated on the CPU (nothing is
     compiled there); gated as on a GPU, the first renderer of a configuration leads until its
     first colour frame (the meter frames included) and marks it warm; the next one finds it
-    warm; the render worker's device.json names the folder."""
+    warm; the render worker's device.json names the folder. Each level is a configuration of
+    its own (its lights and textures are compile-time constants): the first renderer meeting
+    a second level leads that level's gate, under another key."""
     from stages.cluster.keys import render_settings
     from stages.config import load_params
     from stages.engine.instance_render import InstanceRenderer
     from tests.conftest import make_trajectories
 
     monkeypatch = no_cache_env
-    traj = make_trajectories(sample_library, tmp_path / "traj", 1, 3)
-    traj = traj / "NatureValley__AlpineMeadow" / "traj_0000"
+    trajs = make_trajectories(sample_library, tmp_path / "traj", 1, 3, levels=(
+        "NatureValley/AlpineMeadow", "UrbanBlocks/Downtown"))
+    traj = trajs / "NatureValley__AlpineMeadow" / "traj_0000"
+    town = trajs / "UrbanBlocks__Downtown" / "traj_0000"
     cache = tmp_path / "cache"
     rcfg = load_params(overrides=[
         "render.width=64", "render.height=36", "render.spatial_samples=1",
@@ -226,10 +230,18 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
             first_colour = [m for m, _ in seen].index(False)
             assert all(g for _, g in seen[:first_colour + 1]) and not any(
                 g for _, g in seen[first_colour + 1:])
+            if run == "first":  # the same renderer meets a second level: a gate of its own
+                seen.clear()
+                ir.render(town, "traj_0001", "t" * 16)
+                assert t._first is None and t._gated_level and "Downtown" in t._gated_level
+                first_colour = [m for m, _ in seen].index(False)
+                assert all(g for _, g in seen[:first_colour + 1]) and not any(
+                    g for _, g in seen[first_colour + 1:])
         finally:
             ir.close()
     assert roles == ["leader", "warm"]
-    assert len(list((cache / "wmforge").glob("warm-*"))) == 1
+    warm = sorted((cache / "wmforge").glob("warm-*"))
+    assert len(warm) == 2 and gate.marker in warm  # AlpineMeadow's and Downtown's
 
 
 def test_a_renderer_closed_inside_its_gate_lets_the_others_go(tmp_path, no_cache_env):
