@@ -4,6 +4,8 @@ level built to trip it), luminance and aesthetic scoring, selection, persistent 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -75,8 +77,18 @@ def test_review_file_overrides_the_automatic_verdict(screened, sample_library, t
                       "bridge, intended'}\n  NatureValley/AlpineMeadow: {verdict: fail, note: "
                       "texture flicker}\n")
 
-    _, levels = screen_levels(cfg, base / "inv", base / "out", read_review(review),
-                              sample_library)
+    # a render of an older key beside the current one (code or settings changed since): the
+    # rerun removes it, as `render --prune` does, and keeps the current clips
+    lvl = base / "out" / "work" / "renders" / Path(GOOD)
+    (cur,) = [d for d in lvl.iterdir() if d.is_dir()]
+    stale = lvl / "local-19700101T000000Z-000000001"
+    shutil.copytree(cur, stale)
+    prog = stale / "progress.log"
+    prog.write_text(re.sub(r"key=\w+", "key=0000000000000000", prog.read_text()))
+    clips, levels = screen_levels(cfg, base / "inv", base / "out", read_review(review),
+                                  sample_library)
+    assert not stale.exists() and [d for d in lvl.iterdir() if d.is_dir()] == [cur]
+    assert len(clips[clips["level_id"] == GOOD]) == 2
     by = levels.set_index("level_id")
     assert by.loc["QATraps/InvisibleFloor", "auto_verdict"] == "fail"
     assert by.loc["QATraps/InvisibleFloor", "verdict"] == "pass"

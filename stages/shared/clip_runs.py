@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..cluster.lifecycle import make_trajectories, render_trajectories
 from ..cluster.lifetimes import under_dvc
+from ..cluster.recovery import prune_instances
 from ..config import RenderConfig, WmforgeConfig
 
 
@@ -30,7 +31,7 @@ def run_clips(cfg: WmforgeConfig, inventory: Path, level_ids: list[str], clips: 
     """(Stage I failures, rendered index, Stage II failures) for ``clips`` clips per level,
     written under ``out/trajectories`` and ``out/renders``, on every slot of this machine.
     Finished clips are kept across runs (same key: same files), so a re-run only makes what is
-    missing. Levels and characters travel as data (the engine processes' spec files), never as
+    missing; instance folders no current clip names are removed (``prune_instances``). Levels and characters travel as data (the engine processes' spec files), never as
     override strings."""
     traj = out / "trajectories"
     traj.mkdir(parents=True, exist_ok=True)
@@ -48,6 +49,11 @@ def run_clips(cfg: WmforgeConfig, inventory: Path, level_ids: list[str], clips: 
     fails = make_trajectories(ccfg, levels, chars, library, traj, log, watch=watch)
     index, rfails = render_trajectories(ccfg, traj, out / "renders", rcfg, log,
                                         levels=list(level_ids), library=library, watch=watch)
+    # renders of settings, code or trajectories no longer current: the stages' work folders
+    # are DVC outputs kept across runs (persist), which would carry them on for ever
+    gone = prune_instances(out / "renders", index, rfails)
+    if gone:
+        log(f"clips: removed {len(gone)} instance folder(s) no current clip uses")
     wanted = set(level_ids)
     index = index[index["level_id"].isin(wanted)].reset_index(drop=True)
     rfails = rfails[rfails["level_id"].isin(wanted)].reset_index(drop=True)
