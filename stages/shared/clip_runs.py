@@ -31,8 +31,9 @@ def run_clips(cfg: WmforgeConfig, inventory: Path, level_ids: list[str], clips: 
     """(Stage I failures, rendered index, Stage II failures) for ``clips`` clips per level,
     written under ``out/trajectories`` and ``out/renders``, on every slot of this machine.
     Finished clips are kept across runs (same key: same files), so a re-run only makes what is
-    missing; instance folders no current clip names are removed (``prune_instances``). Levels and characters travel as data (the engine processes' spec files), never as
-    override strings."""
+    missing; instance folders no current clip names are removed (``prune_instances``). Levels
+    and characters travel as data (the engine processes' spec files), never as override
+    strings."""
     traj = out / "trajectories"
     traj.mkdir(parents=True, exist_ok=True)
     frames = max(1, round(clip_s * cfg.engine.fps))
