@@ -482,18 +482,24 @@ def test_prune_removes_only_instances_no_current_row_names(tmp_path):
     cur, old, failed, live = (inst(lv, n) for n in ("local-a", "local-b", "local-c", "local-d"))
     n_cur, n_old = inst(nested, "local-a"), inst(nested, "local-b")
     other_old = inst("UrbanBlocks/Downtown", "local-z")  # no current render: not this run's
+    # a level rendered in part: one unit's staging failed (a failure naming no instance), so
+    # its finished clips are missing from the index although still current: left alone
+    part = "SciFiOutpost/Outpost"
+    p_cur, p_unit = inst(part, "local-a"), inst(part, "local-b")
     (tmp_path / lv / "notes").mkdir()
-    index = pd.DataFrame({"level_id": [lv, "Pack/Maps/Arena"],
-                          "path": [f"{lv}/local-a/traj_0000", f"{nested}/local-a/traj_0000"],
-                          "instance": ["local-a", "local-a"]})
-    failures = pd.DataFrame({"level_id": [lv, "UrbanBlocks/Downtown"],
-                             "trajectory": ["t", "t"], "reason": ["gate", "staging"],
-                             "detail": ["", ""], "instance": ["local-c", ""]})
+    index = pd.DataFrame({"level_id": [lv, "Pack/Maps/Arena", part],
+                          "path": [f"{lv}/local-a/traj_0000", f"{nested}/local-a/traj_0000",
+                                   f"{part}/local-a/traj_0000"],
+                          "instance": ["local-a", "local-a", "local-a"]})
+    failures = pd.DataFrame({"level_id": [lv, "UrbanBlocks/Downtown", part],
+                             "trajectory": ["t", "t", "t"],
+                             "reason": ["gate", "staging", "staging"],
+                             "detail": ["", "", ""], "instance": ["local-c", "", ""]})
     with open(live / OWNER_LOCK, "w") as held:  # a renderer still running in it
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
         gone = prune_instances(tmp_path, index, failures)
     assert sorted(gone) == sorted([old, n_old])
-    for d in (cur, failed, live, n_cur, other_old):
+    for d in (cur, failed, live, n_cur, other_old, p_cur, p_unit):
         assert (d / "instance.json").exists(), d
     assert (cur / "traj_0000" / "rgb_fp.mp4").exists() and (tmp_path / lv / "notes").exists()
     assert not old.exists() and not n_old.exists()

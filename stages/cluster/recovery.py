@@ -104,14 +104,20 @@ def prune_instances(root: Path, index: Any, failures: Any) -> list[Path]:
     (``level_id``, ``instance``) names, in the level folders where the index has a current
     render: renders of settings, code or trajectories no longer current, which the DVC stage's
     ``persist`` would otherwise carry into every later version of its output. Levels without
-    a current render (a staging failure, a level outside this node's pool) and instances a live
-    process owns are left alone. Returns the removed folders."""
+    a current render (a level outside this node's pool), levels with a failure that names no
+    instance (a staging failure: a unit of the level that never reached its renderer, whose
+    finished clips the index then lacks) and instances a live process owns are left alone.
+    Returns the removed folders."""
     keep = {root / Path(str(p)).parent for p in index["path"]} if len(index) else set()
     levels = {inst.parent for inst in keep}
-    if len(failures) and "instance" in failures.columns:
+    if len(failures):
+        named = "instance" in failures.columns
         for r in failures.itertuples():
-            if r.instance:
-                keep.add(root.joinpath(*level_parts(str(r.level_id)), str(r.instance)))
+            lvl = root.joinpath(*level_parts(str(r.level_id)))
+            if named and r.instance:
+                keep.add(lvl / str(r.instance))
+            else:
+                levels.discard(lvl)
     gone = []
     for inst in instances(root):
         if inst.parent in levels and inst not in keep and not owned_by_live_process(inst):

@@ -52,7 +52,11 @@ def run_clips(cfg: WmforgeConfig, inventory: Path, level_ids: list[str], clips: 
                                         levels=list(level_ids), library=library, watch=watch)
     # renders of settings, code or trajectories no longer current: the stages' work folders
     # are DVC outputs kept across runs (persist), which would carry them on for ever
-    gone = prune_instances(out / "renders", index, rfails)
+    try:
+        gone = prune_instances(out / "renders", index, rfails)
+    except OSError as exc:  # the clips stand; the next run prunes again
+        log(f"clips: could not remove old instance folders under {out / 'renders'}: {exc}")
+        gone = []
     if gone:
         log(f"clips: removed {len(gone)} instance folder(s) no current clip uses")
     wanted = set(level_ids)

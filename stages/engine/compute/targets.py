@@ -273,7 +273,13 @@ class ComputeTargets(SceneTargets):
     def _gate(self) -> FirstCompile | None:
         """The first-compile gate of this renderer, entered (None once its frames are done,
         or where nothing is compiled or no cache is set). A level this renderer has not
-        gated yet (a second level in one process) opens a gate of its own."""
+        gated yet (a second level in one process) opens a gate of its own; one entered for
+        another level and never left (that level's job failed between its meter frames and
+        its first colour frame) is left unmarked first."""
+        if (self._first is not None and self._first.entered
+                and self._gated_level != self._level()):
+            self._first.leave(ok=False)
+            self._first = None
         if self._first is None:
             if (self.compile_cache is None or not self.gate_compiles
                     or self._gated_level in (None, self._level())):

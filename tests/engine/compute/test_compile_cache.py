@@ -271,6 +271,47 @@ def test_a_renderer_closed_inside_its_gate_lets_the_others_go(tmp_path, no_cache
     assert not gate.marker.exists()
 
 
+def test_a_level_change_inside_a_gate_leaves_it_unmarked(tmp_path, no_cache_env):
+    """A renderer whose job failed between a level's meter frames and its first colour frame
+    (gate entered, never left) and that goes on to another level: that level's frames open
+    a gate of their own (another key), and the first level's lock is let go without marking
+    it warm (its colour graphs were never compiled), so another renderer leads it."""
+    from stages.cluster.keys import render_settings
+    from stages.config import load_params
+    from stages.engine.instance_render import InstanceRenderer
+
+    cache = tmp_path / "cache"
+    rcfg = load_params(overrides=[
+        "render.width=64", "render.height=36", "render.spatial_samples=1",
+        "render.temporal_samples=1", "render.preview=false", "render.backend=compute"]).render
+    ir = InstanceRenderer(tmp_path / "r", render_settings(rcfg, 30), "p3headlessgl",
+                          Path.cwd(), compile_cache=str(cache))
+    try:
+        t = ir._renderer().targets
+        t.gate_compiles = True  # as on a GPU
+        t.replay.level_source = "Pack/a.glb"
+        gate_a = t.start_gate()
+        assert t._gate() is gate_a and gate_a.role == "leader"
+        t.replay.level_source = "Pack/b.glb"  # the next job's level, gate A still held
+        gate_b = t._gate()
+        assert gate_b is not gate_a and gate_b.role == "leader" and gate_b.key != gate_a.key
+        assert t._gated_level == "Pack/b.glb"
+        other = cc.FirstCompile(cache, gate_a.key, wait_s=1.0)
+        assert other.enter() == "leader" and other.waited_s == 0.0  # A's lock let go
+        other.leave(ok=False)
+        assert not gate_a.marker.exists()
+        gate_b.leave(ok=True)
+        assert gate_b.marker.exists()
+        t._first = None
+        t.replay.level_source = "Pack/a.glb"  # back to A: a gate again (A was never warm)
+        again = t._gate()
+        assert again is not None and again.key == gate_a.key and again.role == "leader"
+        again.leave(ok=False)
+        t._first = None
+    finally:
+        ir.close()
+
+
 def test_after_a_killed_leader_one_follower_leads_and_the_others_wait_for_it(tmp_path):
     """A leader killed mid-compile leaves nothing warm: one of its followers takes over the
     compile and the others go on waiting for that one (not all compiling at once, which the
