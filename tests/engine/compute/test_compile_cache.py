@@ -244,21 +244,26 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
     assert len(warm) == 2 and gate.marker in warm  # AlpineMeadow's and Downtown's
 
 
+def _small_compute_renderer(inst: Path, cache: Path):
+    """A compute InstanceRenderer at 64 x 36 x 1 with the compile cache ``cache``."""
+    from stages.cluster.keys import render_settings
+    from stages.config import load_params
+    from stages.engine.instance_render import InstanceRenderer
+
+    rcfg = load_params(overrides=[
+        "render.width=64", "render.height=36", "render.spatial_samples=1",
+        "render.temporal_samples=1", "render.preview=false", "render.backend=compute"]).render
+    return InstanceRenderer(inst, render_settings(rcfg, 30), "p3headlessgl", Path.cwd(),
+                            compile_cache=str(cache))
+
+
 def test_a_renderer_closed_inside_its_gate_lets_the_others_go(tmp_path, no_cache_env):
     """A leader closed before its first colour frame (its jobs failed after the meter
     frames, say) lets go of the lock then, not at the process's exit: the next renderer of
     the configuration in this process (or another) leads at once, and nothing is marked
     warm."""
-    from stages.cluster.keys import render_settings
-    from stages.config import load_params
-    from stages.engine.instance_render import InstanceRenderer
-
     cache = tmp_path / "cache"
-    rcfg = load_params(overrides=[
-        "render.width=64", "render.height=36", "render.spatial_samples=1",
-        "render.temporal_samples=1", "render.preview=false", "render.backend=compute"]).render
-    ir = InstanceRenderer(tmp_path / "r", render_settings(rcfg, 30), "p3headlessgl",
-                          Path.cwd(), compile_cache=str(cache))
+    ir = _small_compute_renderer(tmp_path / "r", cache)
     try:
         t = ir._renderer().targets
         gate = t.start_gate()
@@ -276,16 +281,8 @@ def test_a_level_change_inside_a_gate_leaves_it_unmarked(tmp_path, no_cache_env)
     (gate entered, never left) and that goes on to another level: that level's frames open
     a gate of their own (another key), and the first level's lock is let go without marking
     it warm (its colour graphs were never compiled), so another renderer leads it."""
-    from stages.cluster.keys import render_settings
-    from stages.config import load_params
-    from stages.engine.instance_render import InstanceRenderer
-
     cache = tmp_path / "cache"
-    rcfg = load_params(overrides=[
-        "render.width=64", "render.height=36", "render.spatial_samples=1",
-        "render.temporal_samples=1", "render.preview=false", "render.backend=compute"]).render
-    ir = InstanceRenderer(tmp_path / "r", render_settings(rcfg, 30), "p3headlessgl",
-                          Path.cwd(), compile_cache=str(cache))
+    ir = _small_compute_renderer(tmp_path / "r", cache)
     try:
         t = ir._renderer().targets
         t.gate_compiles = True  # as on a GPU
