@@ -19,7 +19,7 @@ from ..core.trajectory import VIEWS
 from .gt_output import GroundTruthOutput
 from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
 from .render_settings import RenderSettings
-from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, prop_table
+from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, file_stamp, prop_table
 
 # kept importable from here for callers of the old path (tests also import _Fail, _load_traj,
 # _resolve and _level_up_axis from here: stages.engine.replay_inputs)
@@ -93,7 +93,8 @@ class InstanceRenderer:
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
         ev = float(lv.get("exposure_compensation") or 0.0)  # per-level override, stops
         up = _level_up_axis(meta, path)
-        key = f"{path}|{lv.get('scale', 1.0)}|{up}"
+        stamp = file_stamp(path)  # a level replaced in place is another level
+        key = f"{path}@{stamp}|{lv.get('scale', 1.0)}|{up}"
         self._renderer().set_exposure(ev)
         # the same report whether or not this renderer loaded the level for this trajectory
         # (render order must never change a meta.json)
@@ -127,7 +128,7 @@ class InstanceRenderer:
             self._over_limit = (key, exc.detail)
             raise
         lighting = load_level_lighting(str(path))
-        rep = r.load_level(model, lighting, source=str(lv.get("path", "")))
+        rep = r.load_level(model, lighting, source=str(lv.get("path", "")), stamp=stamp)
         self.beat(0.0)
         r.warmup(self.s.warmup_frames)
         self.beat(0.0)

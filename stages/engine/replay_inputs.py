@@ -29,6 +29,17 @@ def _resolve(p: str, base: Path, path_map: dict[str, str] | None = None) -> Path
     return q
 
 
+def file_stamp(path: Path) -> str:
+    """``size:mtime_ns`` of ``path`` ('missing' when it cannot be read): a level file
+    replaced in place under the same name gets another stamp (a node's renderers live across
+    jobs, and a level is loaded, and compiled for, once per renderer)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
 def _load_traj(traj_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict, pd.DataFrame]:
     try:
         frames = pd.read_parquet(traj_dir / "frames.parquet")

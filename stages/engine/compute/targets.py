@@ -162,8 +162,8 @@ class ComputeTargets(SceneTargets):
         return self._first
 
     def _level(self) -> str:
-        """The loaded level's file ('' before one is bound or loaded)."""
-        return str(getattr(self.replay, "level_source", "") or "")
+        """The loaded level's file and its stamp ('' before one is bound or loaded)."""
+        return str(getattr(self.replay, "level_key", "") or "")
 
     def _gate_key(self) -> str:
         """Everything that shapes a compiled graph: the device, sizes, samples, the mask

@@ -193,7 +193,11 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
     first colour frame (the meter frames included) and marks it warm; the next one finds it
     warm; the render worker's device.json names the folder. Each level is a configuration of
     its own (its lights and textures are compile-time constants): the first renderer meeting
-    a second level leads that level's gate, under another key."""
+    a second level leads that level's gate, under another key. A level file replaced in place
+    (same path, another size or mtime) is loaded again and gated again, under a third key."""
+    import os
+    import shutil
+
     from stages.cluster.keys import render_settings
     from stages.config import load_params
     from stages.engine.instance_render import InstanceRenderer
@@ -205,6 +209,10 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
     traj = trajs / "NatureValley__AlpineMeadow" / "traj_0000"
     town = trajs / "UrbanBlocks__Downtown" / "traj_0000"
     cache = tmp_path / "cache"
+    # AlpineMeadow's pack read from a copy (a slot's staged copy), to replace its level later
+    nv = tmp_path / "nv"
+    shutil.copytree(sample_library / "NatureValley", nv)
+    path_map = {str(sample_library / "NatureValley"): str(nv)}
     rcfg = load_params(overrides=[
         "render.width=64", "render.height=36", "render.spatial_samples=1",
         "render.temporal_samples=1", "render.mask_scale=1", "render.warmup_frames=0",
@@ -213,7 +221,7 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
     roles = []
     for run in ("first", "second"):
         ir = InstanceRenderer(tmp_path / run, render_settings(rcfg, 30), "p3headlessgl",
-                              Path.cwd(), compile_cache=str(cache))
+                              Path.cwd(), compile_cache=str(cache), path_map=path_map)
         try:
             t = ir._renderer().targets
             assert t.compile_cache == cache and t._first is None  # CPU: no compiles to gate
@@ -237,11 +245,24 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
                 first_colour = [m for m, _ in seen].index(False)
                 assert all(g for _, g in seen[:first_colour + 1]) and not any(
                     g for _, g in seen[first_colour + 1:])
+            else:  # AlpineMeadow replaced in place (a new mtime): loaded and gated again
+                meadow = nv / "NatureValley" / "Content" / "Maps" / "AlpineMeadow.glb"
+                assert t._gated_level and "AlpineMeadow.glb@" in t._gated_level
+                before, loads = t._gated_level, []
+                real_load = ir.r.load_level
+                monkeypatch.setattr(ir.r, "load_level", lambda *a, **k: (
+                    loads.append(1), real_load(*a, **k))[1])
+                ns = meadow.stat().st_mtime_ns + 10**9
+                os.utime(meadow, ns=(ns, ns))
+                ir.render(traj, "traj_0002", "m" * 16)
+                assert loads == [1] and t._first is None
+                assert t._gated_level != before and "AlpineMeadow.glb@" in t._gated_level
         finally:
             ir.close()
     assert roles == ["leader", "warm"]
     warm = sorted((cache / "wmforge").glob("warm-*"))
-    assert len(warm) == 2 and gate.marker in warm  # AlpineMeadow's and Downtown's
+    # AlpineMeadow's, Downtown's and the replaced AlpineMeadow's
+    assert len(warm) == 3 and gate.marker in warm
 
 
 def _small_compute_renderer(inst: Path, cache: Path):
@@ -286,10 +307,10 @@ def test_a_level_change_inside_a_gate_leaves_it_unmarked(tmp_path, no_cache_env)
     try:
         t = ir._renderer().targets
         t.gate_compiles = True  # as on a GPU
-        t.replay.level_source = "Pack/a.glb"
+        t.replay.level_key = "Pack/a.glb"
         gate_a = t.start_gate()
         assert t._gate() is gate_a and gate_a.role == "leader"
-        t.replay.level_source = "Pack/b.glb"  # the next job's level, gate A still held
+        t.replay.level_key = "Pack/b.glb"  # the next job's level, gate A still held
         gate_b = t._gate()
         assert gate_b is not gate_a and gate_b.role == "leader" and gate_b.key != gate_a.key
         assert t._gated_level == "Pack/b.glb"
@@ -300,7 +321,7 @@ def test_a_level_change_inside_a_gate_leaves_it_unmarked(tmp_path, no_cache_env)
         gate_b.leave(ok=True)
         assert gate_b.marker.exists()
         t._first = None
-        t.replay.level_source = "Pack/a.glb"  # back to A: a gate again (A was never warm)
+        t.replay.level_key = "Pack/a.glb"  # back to A: a gate again (A was never warm)
         again = t._gate()
         assert again is not None and again.key == gate_a.key and again.role == "leader"
         again.leave(ok=False)
