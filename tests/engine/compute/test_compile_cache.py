@@ -250,8 +250,8 @@ def test_the_compute_renderers_first_frames_are_gated(sample_library, tmp_path,
                 assert t._gated_level and "AlpineMeadow.glb@" in t._gated_level
                 before, loads = t._gated_level, []
                 real_load = ir.r.load_level
-                monkeypatch.setattr(ir.r, "load_level", lambda *a, **k: (
-                    loads.append(1), real_load(*a, **k))[1])
+                monkeypatch.setattr(ir.r, "load_level", lambda *a, loads=loads, real_load=real_load,
+                                    **k: (loads.append(1), real_load(*a, **k))[1])
                 ns = meadow.stat().st_mtime_ns + 10**9
                 os.utime(meadow, ns=(ns, ns))
                 ir.render(traj, "traj_0002", "m" * 16)
