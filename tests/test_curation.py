@@ -202,15 +202,26 @@ def test_scoring_in_parallel_chunks_gives_the_same_table_as_one_pass(tmp_path):
     assert grey.calls[0] == 21 and max(grey.calls[1:]) <= 9  # 7 views × 3; chunks of 3 views
 
 
-def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(tmp_path):
+@pytest.fixture
+def weights_dir(tmp_path):
+    """A folder for a 1.7 GB checkpoint: in RAM (/dev/shm) where there is one (writing it to
+    this CI machine's disk takes 18 s), removed afterwards."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    wd = Path(tempfile.mkdtemp(prefix="wmforge-weights-", dir=shm if shm.is_dir() else tmp_path))
+    yield wd
+    shutil.rmtree(wd, ignore_errors=True)
+
+
+def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(weights_dir):
     """Random weights in exactly the published layouts (open_clip ViT-L-14-quickgelu state
     dict; the MLP's layers.0/2/4/6/7), loaded from a local directory as in production."""
     torch = pytest.importorskip("torch")
     open_clip = pytest.importorskip("open_clip")
     from stages.quality.scorers import LaionAestheticScorer, laion_mlp
 
-    wd = tmp_path / "weights"
-    wd.mkdir()
+    wd = weights_dir
     with pytest.raises(ScorerError, match=r"open_clip_pytorch_model.bin.*sac\+logos"):
         LaionAestheticScorer(wd, "open_clip_pytorch_model.bin",
                              "sac+logos+ava1-l14-linearMSE.pth")
