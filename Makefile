@@ -16,9 +16,10 @@ demo: setup
 lint: setup
 	wmforge lint
 
+# two test processes (pytest-xdist), each test module in one of them (its fixtures built once)
 test: setup
 	wmforge lint
-	pytest -q
+	pytest -q -n 2 --dist loadscope
 
 params: setup
 	wmforge params

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,30 @@ from stages.sample_library import build_sample_library
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+
+def pytest_configure(config):
+    """Each test process (each xdist worker: `make test` runs two) gets a node work folder of
+    its own (slot folders and their locks), never the checkout's work/ that `make demo` uses:
+    two runners sharing one would find every slot taken (stages.config.loading.WORK_DIR_ENV)."""
+    from stages.config.loading import WORK_DIR_ENV
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if getattr(config.option, "numprocesses", None) and not worker:
+        return  # xdist's controller: its workers (which inherit its environment) make theirs
+    # in a folder of its own, inside the caller's WMFORGE_WORK_DIR where one is set
+    base = os.environ.get(WORK_DIR_ENV) or None
+    if base:
+        os.makedirs(base, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=f"wmforge-work-{worker or 'main'}-", dir=base)
+    os.environ[WORK_DIR_ENV] = work
+    config._wmforge_work = work
+
+
+def pytest_unconfigure(config):
+    work = getattr(config, "_wmforge_work", None)
+    if work:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -206,3 +206,15 @@ def test_stream_timeout_is_a_spawn_key_checked_at_start_up():
     with pytest.raises(ConfigError, match=r"trajectories\.spawn\.stream_timeout_s is 0\.0: "
                                           r"expected a number of seconds > 0"):
         load_params(PARAMS_PATH, ["trajectories.spawn.stream_timeout_s=0"])
+
+
+def test_the_machines_work_dir_comes_from_the_environment_and_an_override_wins(monkeypatch):
+    """WMFORGE_WORK_DIR is this machine's node.work_dir (over params.yaml's); -S wins over it;
+    unset, params.yaml's value stands."""
+    from stages.config.loading import WORK_DIR_ENV
+
+    monkeypatch.setenv(WORK_DIR_ENV, "/scratch/wm")
+    assert load_params().node.work_dir == "/scratch/wm"
+    assert load_params(overrides=["node.work_dir=/else"]).node.work_dir == "/else"
+    monkeypatch.delenv(WORK_DIR_ENV)
+    assert load_params().node.work_dir == OmegaConf.load(PARAMS_PATH).node.work_dir

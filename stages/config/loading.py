@@ -9,6 +9,7 @@ files of each group (``conf/<group>/<option>.yaml``) state only what differs fro
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -20,6 +21,7 @@ from .validation import ConfigError, validate
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO_ROOT / "conf"
 PARAMS_PATH = REPO_ROOT / "params.yaml"
+WORK_DIR_ENV = "WMFORGE_WORK_DIR"  # node.work_dir of this machine, where set (load_params)
 # the generated file of every key and its default, in conf/ (Hydra's search path)
 SCHEMA_DEFAULTS_NAME = "schema_defaults.yaml"
 
@@ -57,7 +59,10 @@ def composed_yaml(overrides: list[str] | None = None, conf_dir: Path = CONF_DIR)
 
 def load_params(path: Path | str = PARAMS_PATH,
                 overrides: list[str] | None = None) -> WmforgeConfig:
-    """Read and validate params.yaml (plus dotted ``key=value`` overrides)."""
+    """Read and validate params.yaml (plus dotted ``key=value`` overrides). The environment
+    variable ``WMFORGE_WORK_DIR``, where set, is this machine's ``node.work_dir`` (the slot
+    folders, their locks and the character cache: scratch that shapes no output), for a
+    checkout on a small disk or several runs of one checkout side by side (the test workers)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: not found; run `wmforge params` to compose it from conf/")
@@ -65,6 +70,9 @@ def load_params(path: Path | str = PARAMS_PATH,
         raw = OmegaConf.load(path)
     except Exception as exc:  # yaml syntax error
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    work = os.environ.get(WORK_DIR_ENV)
+    if work:  # this machine's scratch: before the overrides, which win over it
+        raw = OmegaConf.merge(raw, {"node": {"work_dir": work}})
     if overrides:
         try:
             raw = OmegaConf.merge(raw, OmegaConf.from_dotlist(list(overrides)))
