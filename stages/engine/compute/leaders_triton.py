@@ -48,9 +48,10 @@ BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
 # whether render.compute_leaders auto takes the kernel where it can run. Its `gpu` test passed
 # on a lent H100 (2026-12-07: both sample levels identical to the CPU torch path but for
-# one-step channels), but no run with several renderers on a card has finished with it yet
-# (docs/compute-renderer.md): until one has, auto keeps the torch graph and the kernel is
-# the operator's choice (triton)
+# one-step channels), and 8 renderers under MPS ran with it about 7 % faster each than with
+# the graph; but in one of two such runs all 8 stalled at the first-compile gate for a reason
+# not found yet (docs/compute-renderer.md, "Eight renderers under MPS, measured"): until it
+# is, auto keeps the torch graph and the kernel is the operator's choice (triton)
 AUTO_TAKES_KERNEL = False
 _modules: dict[bool, Any] = {}
 

@@ -368,8 +368,13 @@ def test_the_triton_depth_kernel_gives_the_same_gbuffer(sample_level_pair, monke
     cut-out leaves (kept on the torch path) and the shadow map included."""
     pytest.importorskip("triton")
     from stages.engine.compute import raster
+    from stages.engine.compute.cameras import sun_from_node
 
-    _, ref, _, geo, _, cams, sun = sample_level_pair
+    _, _, _, geo, r, cams, _ = sample_level_pair
+    # a 128² shadow map (the look's is 512²: 262,144 texels against the five views' 25,920
+    # pixels), rendered by the torch path and by the kernel under Triton's interpreter
+    sun = sun_from_node(r.sun, r.scene, 128, r.look.shadow_pcf_taps)
+    ref = GBufferRenderer(geo, W, H).render(cams, sun)
     monkeypatch.setattr(raster, "KERNEL", "interpret")
     gb = GBufferRenderer(geo, W, H).render(cams, sun)
     for name in ("depth", "albedo", "normal", "roughness", "metallic", "shadow", "emission"):
