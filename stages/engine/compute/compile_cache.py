@@ -40,6 +40,37 @@ ENV = "TORCHINDUCTOR_CACHE_DIR"
 TRITON_ENV = "TRITON_CACHE_DIR"
 WAIT_S = 600.0  # a follower waits at most this long for the leader, then compiles itself
 POLL_S = 0.25
+REPORT_S = 60.0  # a follower says whom it waits for this often
+
+
+def _write_holder(fd: int) -> None:
+    """The lock file names its holder (pid, command), for a follower's report."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {_command(os.getpid())}\n".encode(), 0)
+    except OSError:  # a full disk: the lock still works, the report says less
+        pass
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
+def holder(fd: int) -> str:
+    """Who holds the lock of ``fd``'s file, as its leader wrote it, and whether that process
+    is alive (a live lock whose writer is gone is held by another open of the file: a child
+    that inherited it, say)."""
+    try:
+        text = os.pread(fd, 400, 0).decode(errors="replace").strip()
+        pid = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return "holder unknown"
+    alive = os.path.exists(f"/proc/{pid}")
+    return f"held by pid {pid}, {'alive' if alive else 'gone'}: {text[len(str(pid)):].strip()}"
 
 
 def use_cache(path: str | os.PathLike[str] | None) -> Path | None:
@@ -130,11 +161,13 @@ class FirstCompile:
                 return self.role
             self._fd = fd
             self.role = "leader"
+            _write_holder(fd)
             return self.role
         # a follower: wait for the lock. The leader done (the marker there), go on warm; a
         # leader gone without the marker (killed, or its frames failed), lead in its place
         # (the other followers then wait for this one)
         t0 = time.monotonic()
+        told = t0
         self.role = "alone"
         try:
             while time.monotonic() - t0 < self.wait_s:
@@ -143,12 +176,17 @@ class FirstCompile:
                 except BlockingIOError:
                     if self.beat is not None:
                         self.beat()
+                    if time.monotonic() - told >= REPORT_S:  # who the wait is for
+                        told = time.monotonic()
+                        log.warning("compile cache: waited %.0f s for the leader of %s (%s)",
+                                    told - t0, self.key, holder(fd))
                     time.sleep(POLL_S)
                     continue
                 if self.marker.exists():
                     self.role = "follower"
                 else:
                     self._fd, self.role = fd, "leader"
+                    _write_holder(fd)
                 break
         finally:
             self.waited_s = time.monotonic() - t0

@@ -149,6 +149,31 @@ def test_a_follower_stops_waiting_after_wait_s(tmp_path):
     assert _result(leader)["role"] == "leader"
 
 
+def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch, caplog):
+    """The leader writes its pid and command into the lock file; a follower that waits past
+    REPORT_S logs whom it waits for and whether that process is alive (a lock held while its
+    writer is gone would be another open of the file, a child that inherited it, say)."""
+    import logging
+    import os
+
+    monkeypatch.setattr(cc, "REPORT_S", 0.2)
+    lead = cc.FirstCompile(tmp_path, "k")
+    assert lead.enter() == "leader"
+    assert (tmp_path / "wmforge" / "lock-k").read_text().split()[0] == str(os.getpid())
+    with caplog.at_level(logging.WARNING, logger=cc.__name__):
+        fol = cc.FirstCompile(tmp_path, "k", wait_s=0.7)  # another open of the lock file
+        assert fol.enter() == "alone"
+    said = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
+    assert said and f"held by pid {os.getpid()}, alive" in said[0], said
+    lead.leave(ok=True)
+    (tmp_path / "wmforge" / "lock-k").write_text("999999999 gone-process\n")
+    fd = os.open(tmp_path / "wmforge" / "lock-k", os.O_RDONLY)
+    try:
+        assert cc.holder(fd).startswith("held by pid 999999999, gone")
+    finally:
+        os.close(fd)
+
+
 def test_real_graphs_compiled_once_then_loaded(tmp_path):
     """Two processes with the node's cache folder: the leader compiles two real graphs
     (Inductor's CPU back end); the follower waits and loads them from the cache, in a
