@@ -41,7 +41,7 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def sample_library(tmp_path_factory) -> Path:
-    """The real sample library, built once per session with the default config."""
+    """The real sample library, built once per test process with the default config."""
     out = tmp_path_factory.mktemp("lib") / "sample"
     build_sample_library(out, SampleLibraryConfig())
     return out

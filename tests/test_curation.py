@@ -209,12 +209,14 @@ def weights_dir(tmp_path):
     import tempfile
 
     shm = Path("/dev/shm")
-    wd = Path(tempfile.mkdtemp(prefix="wmforge-weights-", dir=shm if shm.is_dir() else tmp_path))
+    roomy = shm.is_dir() and shutil.disk_usage(shm).free > 4 << 30  # (Docker's is 64 MB)
+    wd = Path(tempfile.mkdtemp(prefix="wmforge-weights-", dir=shm if roomy else tmp_path))
     yield wd
     shutil.rmtree(wd, ignore_errors=True)
 
 
-def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(weights_dir):
+def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_end(weights_dir,
+                                                                                    monkeypatch):
     """Random weights in exactly the published layouts (open_clip ViT-L-14-quickgelu state
     dict; the MLP's layers.0/2/4/6/7), loaded from a local directory as in production."""
     torch = pytest.importorskip("torch")
@@ -271,6 +273,32 @@ def test_laion_scorer_loads_checkpoints_of_the_real_layouts_and_scores_end_to_en
     torch.save({"fc.weight": torch.zeros(1)}, wd / "wrong.pth")
     with pytest.raises(ScorerError, match="layers.0"):
         LaionAestheticScorer(wd, "open_clip_pytorch_model.bin", "wrong.pth")
+    # the MLP is checked before the 1.7 GB tower loads: a wrong MLP fails without touching it
+    calls = []
+    monkeypatch.setattr(open_clip, "create_model_and_transforms",
+                        lambda *a, **k: calls.append(a) or pytest.fail("the tower was loaded"))
+    with pytest.raises(ScorerError, match="layers.0"):
+        LaionAestheticScorer(wd, "open_clip_pytorch_model.bin", "wrong.pth")
+    assert calls == []
+
+
+def test_only_zip_checkpoints_are_memory_mapped(tmp_path):
+    """torch.load memory-maps the tower's checkpoint where it can (torch's zip format); one
+    in the legacy format (torch < 1.6) cannot be mapped and is read as before, and loads."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.serialization import config
+
+    from stages.quality.scorers import _mmap_loads
+
+    state = {"w": torch.arange(6.0)}
+    new, legacy = tmp_path / "new.bin", tmp_path / "legacy.bin"
+    torch.save(state, new)
+    torch.save(state, legacy, _use_new_zipfile_serialization=False)
+    for path, mapped in ((new, True), (legacy, False)):
+        with _mmap_loads(path):
+            assert config.load.mmap is mapped, path
+            assert torch.equal(torch.load(path, weights_only=True)["w"], state["w"])
+    assert config.load.mmap is False
 
 
 def _views(rows):

@@ -61,7 +61,8 @@ def load_params(path: Path | str = PARAMS_PATH,
                 overrides: list[str] | None = None) -> WmforgeConfig:
     """Read and validate params.yaml (plus dotted ``key=value`` overrides). The environment
     variable ``WMFORGE_WORK_DIR``, where set, is this machine's ``node.work_dir`` (the slot
-    folders, their locks and the character cache: scratch that shapes no output), for a
+    folders, their locks and the character cache: scratch that shapes no output but the slot
+    paths a failure message may name), for a
     checkout on a small disk or several runs of one checkout side by side (the test workers)."""
     path = Path(path)
     if not path.exists():

@@ -16,6 +16,7 @@ pixels.
 from __future__ import annotations
 
 import contextlib
+import zipfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -194,9 +195,12 @@ def resize_matrix(n_in: int, n_out: int, start: int, keep: int = 224) -> Any:
     return w.t()[start:start + keep].float()
 
 
-def _mmap_loads() -> Any:
+def _mmap_loads(path: Path | None) -> Any:
     """torch.load memory-maps checkpoints inside this context (torch >= 2.6's serialization
-    config; a no-op where it is missing)."""
+    config) where ``path`` is in torch's zip format; a no-op for a legacy-format file (which
+    cannot be mapped), for a download (``path`` None) and where the config is missing."""
+    if path is None or not zipfile.is_zipfile(path):
+        return contextlib.nullcontext()
     try:
         from torch.utils.serialization import config
     except ImportError:
@@ -269,7 +273,7 @@ class LaionAestheticScorer:
         # low-precision weights (open_clip keeps LayerNorm in fp32) rather than autocast; the
         # 1.7 GB checkpoint memory-mapped, not read into a second copy (3-7 s instead of 18 s
         # on this project's 2-core CI machine, and 1.7 GB less at the peak)
-        with _mmap_loads():
+        with _mmap_loads(clip_path if clip_path.is_file() else None):
             model, _, preprocess = open_clip.create_model_and_transforms(
                 LAION_ARCH, pretrained=pretrained, device=device,
                 precision="bf16" if precision == "fp8" else precision)

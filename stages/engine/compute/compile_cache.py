@@ -45,9 +45,10 @@ REPORT_S = 60.0  # a follower says whom it waits for this often
 
 def _write_holder(fd: int) -> None:
     """The lock file names its holder (pid, command), for a follower's report."""
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {_command(os.getpid())}\n".encode(), 0)
+    data = f"{os.getpid()} {_command(os.getpid())}\n".encode()
+    try:  # written first, then cut to length: a reader never finds it empty
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
     except OSError:  # a full disk: the lock still works, the report says less
         pass
 
@@ -70,7 +71,8 @@ def holder(fd: int) -> str:
     except (OSError, ValueError, IndexError):
         return "holder unknown"
     alive = os.path.exists(f"/proc/{pid}")
-    return f"held by pid {pid}, {'alive' if alive else 'gone'}: {text[len(str(pid)):].strip()}"
+    state = "this process" if pid == os.getpid() else "alive" if alive else "gone"
+    return f"held by pid {pid}, {state}: {text[len(str(pid)):].strip()}"
 
 
 def use_cache(path: str | os.PathLike[str] | None) -> Path | None:
@@ -174,6 +176,9 @@ class FirstCompile:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
+                    if self.marker.exists():  # done, though the lock is still held (by an
+                        self.role = "follower"  # inherited open of the file, say): go warm
+                        break
                     if self.beat is not None:
                         self.beat()
                     if time.monotonic() - told >= REPORT_S:  # who the wait is for
@@ -209,7 +214,10 @@ class FirstCompile:
                     # next renderer leads in turn and loads what the cache did keep
                     log.warning("compile cache: cannot mark %s warm (%s)", self.key, exc)
         finally:
-            os.close(self._fd)  # the exclusive lock goes with it
+            # unlocked first: a child that inherited this open of the file (a fork) would
+            # otherwise hold the lock on after the close
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
             self._fd = None
 
 

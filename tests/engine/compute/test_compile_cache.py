@@ -151,8 +151,9 @@ def test_a_follower_stops_waiting_after_wait_s(tmp_path):
 
 def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch, caplog):
     """The leader writes its pid and command into the lock file; a follower that waits past
-    REPORT_S logs whom it waits for and whether that process is alive (a lock held while its
-    writer is gone would be another open of the file, a child that inherited it, say)."""
+    REPORT_S logs whom it waits for and whether that process is alive or is itself (a second
+    open of the lock file in one process); one whose leader's marker appears while the lock
+    is still held goes on warm."""
     import logging
     import os
 
@@ -164,7 +165,15 @@ def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch,
         fol = cc.FirstCompile(tmp_path, "k", wait_s=0.7)  # another open of the lock file
         assert fol.enter() == "alone"
     said = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
-    assert said and f"held by pid {os.getpid()}, alive" in said[0], said
+    assert said and f"held by pid {os.getpid()}, this process" in said[0], said
+    # the leader's marker written while the lock is still held (an inherited open of the
+    # file, say): a waiting follower goes on warm at once, not after wait_s
+    import threading
+
+    threading.Timer(0.5, lambda: lead.marker.write_text("x")).start()
+    late = cc.FirstCompile(tmp_path, "k", wait_s=30)
+    assert late.enter() == "follower" and late.waited_s < 10
+    lead.marker.unlink()
     lead.leave(ok=True)
     (tmp_path / "wmforge" / "lock-k").write_text("999999999 gone-process\n")
     fd = os.open(tmp_path / "wmforge" / "lock-k", os.O_RDONLY)
@@ -172,6 +181,27 @@ def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch,
         assert cc.holder(fd).startswith("held by pid 999999999, gone")
     finally:
         os.close(fd)
+
+
+def test_slots_copies_of_a_level_share_its_stamp_and_a_replaced_one_does_not(tmp_path):
+    """A node stages a level pack into each slot with copytree (mtime kept): every copy has
+    the stamp of the pool's file, so the slots share one compile gate; the file rewritten in
+    place has another."""
+    import os
+    import shutil
+
+    from stages.engine.replay_inputs import file_stamp
+
+    pool = tmp_path / "pool" / "Pack"
+    pool.mkdir(parents=True)
+    (pool / "level.glb").write_bytes(b"glTF" + bytes(60))
+    os.utime(pool / "level.glb", ns=(1_700_000_000_123_456_789,) * 2)
+    copies = [shutil.copytree(pool, tmp_path / f"slot{i}" / "Pack") for i in range(2)]
+    stamps = {file_stamp(c / "level.glb") for c in copies} | {file_stamp(pool / "level.glb")}
+    assert stamps == {"64:1700000000123456789"}
+    (copies[0] / "level.glb").write_bytes(b"glTF" + bytes(61))
+    assert file_stamp(copies[0] / "level.glb") not in stamps
+    assert file_stamp(tmp_path / "none.glb") == "missing"
 
 
 def test_real_graphs_compiled_once_then_loaded(tmp_path):
