@@ -53,7 +53,10 @@ def _watch(paths: list[Path], stop: threading.Event, gaps: list[float],
     def sig() -> tuple:
         out = []
         for p in paths:
-            files = sorted(p.rglob("*")) if p.is_dir() else [p]
+            # os.walk, not rglob: a folder the engine removes mid-walk (a trajectory's frames
+            # after encoding) is skipped, where rglob raises and ends this thread
+            files = sorted(Path(d) / f for d, _, fs in os.walk(p) for f in fs) \
+                if p.is_dir() else [p]
             for q in files:
                 if q.suffix == ".log":
                     continue  # an engine that only writes its log is not advancing

@@ -407,24 +407,39 @@ def launch_stage2(stage1, tmp_path, monkeypatch, world_extra: dict,  # noqa: F81
     return inst, th, result, timeout_s
 
 
-def _kill_children() -> None:
-    """SIGKILL every process below this one (only what this test started: the fake editor
-    processes of a launcher that is still waiting on them)."""
+def _kill_children(world: Path | None = None) -> None:
+    """SIGKILL the fake editor processes of this test (a launcher may still wait on them) and
+    everything below them: the processes below this one whose environment names this test's
+    fake world (``world``, else this process's ``WMFORGE_FAKE_WORLD``). Nothing else below this
+    one is touched: a session's servers (the S3 store of the cluster tests, started by this
+    process under pytest-xdist) must live on."""
     import contextlib
     import os
     import signal
 
+    mark = f"WMFORGE_FAKE_WORLD={world or os.environ['WMFORGE_FAKE_WORLD']}".encode()
     kids: dict[int, list[int]] = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             with contextlib.suppress(OSError):
                 ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
                 kids.setdefault(ppid, []).append(int(d.name))
-    todo, found = [os.getpid()], []
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            found.append(c)
-            todo.append(c)
+
+    def below(pid: int) -> list[int]:
+        out, todo = [], [pid]
+        while todo:
+            for c in kids.get(todo.pop(), []):
+                out.append(c)
+                todo.append(c)
+        return out
+
+    def ours(pid: int) -> bool:
+        try:
+            return mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return False
+
+    found = {q for p in below(os.getpid()) if ours(p) for q in [p, *below(p)]}
     for pid in found:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -448,7 +463,7 @@ def test_a_slot_whose_engine_fell_back_to_device_0_fails(stage1, tmp_path,  # no
     try:
         assert not th.is_alive()
     finally:
-        _kill_children()
+        _kill_children(tmp_path / "world.json")
     out = capsys.readouterr().out
     assert result["rc"] == 1
     assert "adapter_fallback: asked for -graphicsadapter=3" in out
@@ -480,7 +495,7 @@ def test_cold_start_keeps_the_slot_alive_and_a_hang_on_exit_is_killed(
     try:
         assert not th.is_alive(), "the launcher waited forever on an editor hanging on exit"
     finally:
-        _kill_children()
+        _kill_children(tmp_path / "world.json")
     changes = sum(a != b for a, b in zip(sigs, sigs[1:], strict=False))
     assert changes >= 2, f"the runner saw {changes} changes in 3.5 s of shader compilation"
     out = capsys.readouterr().out

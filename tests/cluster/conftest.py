@@ -7,6 +7,8 @@ import dataclasses
 import os
 import secrets
 import shutil
+import socket
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from stages.core.progress import COMPLETE, append_progress
 
 
 @pytest.fixture(scope="session")
-def s3server(tmp_path_factory):
+def s3server_session(tmp_path_factory):
     """One server for the whole session (its start and stop cost ~8 s; buckets are per test).
     A test that stops it starts it again on the same ports and data folder."""
     srv = SeaweedServer(tmp_path_factory.mktemp("seaweed"), "WMFORGETESTKEY",
@@ -28,6 +30,27 @@ def s3server(tmp_path_factory):
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def s3server(s3server_session):
+    """The session's server, checked alive before each test that uses it: a server that some
+    earlier test killed (under pytest-xdist any module may run before this one in the same
+    process) fails here, naming what happened, not as a connection error inside the test."""
+    srv = s3server_session
+    try:
+        socket.create_connection(("127.0.0.1", srv.ports["s3"]), timeout=5).close()
+    except OSError as e:
+        code: object = "never started, or left stopped"
+        if srv.proc is not None:
+            try:
+                code = srv.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = "none: still running"
+        pytest.fail(f"the session's SeaweedFS server does not answer on {srv.endpoint} ({e}; "
+                    f"exit status {code}): an earlier test in this process stopped or killed "
+                    f"it; see {srv.root / 'weed.log'}", pytrace=False)
+    return srv
 
 
 @pytest.fixture
