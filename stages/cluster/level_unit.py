@@ -179,6 +179,7 @@ class LevelUnit:
         scene, level = level_parts(self.level_id)
         done = finished(root)
         jobs, self.wanted = [], []
+        levels: dict[str, str] = {}
         names = (set(self.names) if self.names is not None else None if self.indices is None
                  else {f"traj_{i:04d}" for i in self.indices})
         for meta_p in sorted(self.out.glob("traj_*/meta.json")):
@@ -187,7 +188,7 @@ class LevelUnit:
                 continue
             if self.indices is not None and not is_complete(tdir, self.chash):
                 continue  # an older trajectory this run did not make: never rendered as current
-            key = render_key(tdir, settings, code, self._render_assets(tdir))
+            key = render_key(tdir, settings, code, self._render_assets(tdir, levels))
             self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
             if ((f"{scene}/{level}", tdir.name, key) in done
                     or (f"{scene}/{level}", tdir.name, key) in ctx.delivered):
@@ -204,7 +205,7 @@ class LevelUnit:
                  "display": ctx.cfg.engine.display, "readback": rcfg.readback,
                  "compile_cache": (str(ctx.base / rcfg.compile_cache_dir)
                                    if rcfg.compile_cache_dir else None),
-                 "base": str(ctx.base), "jobs": jobs,
+                 "base": str(ctx.base), "jobs": jobs, "level_digests": levels,
                  "path_map": self.path_map2, "lineage": {"code_version": code}}
         argv = python_argv("stages.engine.render_worker", str(inst))
         if ctx.cfg.engine.name == "unreal":
@@ -215,20 +216,27 @@ class LevelUnit:
                     inst, inst / PROGRESS, inst / "renderer.log", [inst],
                     rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 
-    def _render_assets(self, tdir: Path) -> str:
+    def _render_assets(self, tdir: Path, levels: dict[str, str]) -> str:
         """Digest of what Stage II reads besides the trajectory: the level's pack and the
-        character's pack (paths as recorded)."""
+        character's pack (paths as recorded). The level's own digest goes into ``levels``
+        under its recorded path (``instance.json``'s ``level_digests``: the renderer's level
+        key, so a level replaced in place, or only its ``.bin`` or a texture, is another
+        level, and the copies of one pack in a node's slots are one level)."""
         try:
             meta = json.loads((tdir / "meta.json").read_text())
         except (OSError, ValueError):
             return ""
         parts = []
-        for rec in ((meta.get("level") or {}).get("path"),
-                    (meta.get("character") or {}).get("model")):
-            p = Path(str(rec or ""))
+        level = (meta.get("level") or {}).get("path")
+        for rec in (level, (meta.get("character") or {}).get("model")):
+            if not rec:
+                continue  # not recorded: nothing to read (not the checkout's parent folder)
+            p = Path(str(rec))
             p = p if p.is_absolute() else self.ctx.base / p
             if p.exists():
                 parts.append(self.ctx.digests.tree(p.parent))
+                if rec is level:
+                    levels[str(rec)] = parts[-1]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
     def recover(self, step: Step) -> None:

@@ -74,7 +74,12 @@ class SeaweedServer:
             "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
         cfg.chmod(0o600)
         p = self.ports
-        argv = [weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        # the server dies with the thread that started it (PR_SET_PDEATHSIG through setpriv,
+        # kept across its exec of weed): an owner killed with kill -9, a test process or
+        # `wmforge cluster s3-local`, leaves no server holding its ports and data folder.
+        # So start() from a thread that lives as long as the server (the main thread).
+        guard = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+        argv = [*guard, weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-dir={self.root / 'data'}", f"-master.port={p['master']}",
                 f"-volume.port={p['volume']}", "-filer", f"-filer.port={p['filer']}", "-s3",
                 f"-s3.port={p['s3']}", f"-s3.config={cfg}", "-s3.port.iceberg=0",

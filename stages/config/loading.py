@@ -59,11 +59,13 @@ def composed_yaml(overrides: list[str] | None = None, conf_dir: Path = CONF_DIR)
 
 def load_params(path: Path | str = PARAMS_PATH,
                 overrides: list[str] | None = None) -> WmforgeConfig:
-    """Read and validate params.yaml (plus dotted ``key=value`` overrides). The environment
-    variable ``WMFORGE_WORK_DIR``, where set, is this machine's ``node.work_dir`` (the slot
-    folders, their locks and the character cache: scratch that shapes no output but the slot
-    paths a failure message may name), for a
-    checkout on a small disk or several runs of one checkout side by side (the test workers)."""
+    """Read and validate params.yaml (plus dotted ``key=value`` overrides).
+
+    The environment variable ``WMFORGE_WORK_DIR``, where set, is this machine's
+    ``node.work_dir``: the slot folders, their locks and the character cache, scratch that
+    shapes no output but the slot paths a failure message may name. It serves a checkout on a
+    small disk, or several runs of one checkout side by side (the test workers). The overrides
+    win over it."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"{path}: not found; run `wmforge params` to compose it from conf/")

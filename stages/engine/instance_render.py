@@ -36,7 +36,8 @@ class InstanceRenderer:
 
     def __init__(self, inst: Path, settings: RenderSettings | dict, display: str, base: Path,
                  log=print, path_map: dict[str, str] | None = None, lineage: dict | None = None,
-                 readback: str = "sync", compile_cache: str | None = None):
+                 readback: str = "sync", compile_cache: str | None = None,
+                 level_digests: dict[str, str] | None = None):
         self.inst, self.base, self.log = inst, base, log
         # render.readback (how GL frames reach RAM) and render.compile_cache_dir (made absolute
         # by the node; compute only): the same bytes either way, so not in the render key
@@ -44,6 +45,9 @@ class InstanceRenderer:
         self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
+        # the node's content digest of each level's folder by its recorded path (without
+        # one, a spec written by hand say, a level is known by its file's size and mtime)
+        self.level_digests = dict(level_digests or {})
         self.lineage = dict(lineage or {})
         self.r: Any = None
         self.level_key: str | None = None
@@ -93,8 +97,8 @@ class InstanceRenderer:
         path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
         ev = float(lv.get("exposure_compensation") or 0.0)  # per-level override, stops
         up = _level_up_axis(meta, path)
-        stamp = file_stamp(path)  # a level replaced in place is another level
-        key = f"{path}@{stamp}|{lv.get('scale', 1.0)}|{up}"
+        stamp = self.level_digests.get(str(lv.get("path", ""))) or file_stamp(path)
+        key = f"{path}@{stamp}|{lv.get('scale', 1.0)}|{up}"  # replaced in place: another
         self._renderer().set_exposure(ev)
         # the same report whether or not this renderer loaded the level for this trajectory
         # (render order must never change a meta.json)

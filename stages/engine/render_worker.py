@@ -119,7 +119,8 @@ def worker(inst: Path) -> int:
     ir = InstanceRenderer(inst, spec["settings"], spec.get("display", "p3headlessgl"), base,
                           path_map=spec.get("path_map"), lineage=spec.get("lineage"),
                           readback=str(spec.get("readback", "sync")),
-                          compile_cache=spec.get("compile_cache"))
+                          compile_cache=spec.get("compile_cache"),
+                          level_digests=spec.get("level_digests"))
     _open_device(ir, spec)
     done = read_progress(inst)
     finished = 0

@@ -96,8 +96,7 @@ class ReplayRenderer:
         self.exposure_comp_ev = 0.0
         self.auto_exposure = 1.0
         self.level = LevelScene(t)
-        self.level_source = ""  # the loaded level's file (load_level's source)
-        self.level_key = ""  # that file and its stamp (the compute renderer's compile gate)
+        self.level_key = ""  # level file @ content digest (the compute renderer's compile gate)
         if hasattr(t, "bind"):
             t.bind(self)
         # the ground-truth pass (issue #33): its own buffer and scene, only when asked for
@@ -135,11 +134,11 @@ class ReplayRenderer:
     def load_level(self, model: Any, lighting: dict | None = None,
                    source: str = "", stamp: str = "") -> LevelReport:
         """Attach a loaded level (``LevelScene.load_level``); ``source`` (its file) names it
-        in the ground-truth id table; ``stamp`` (the file's size and mtime) tells a file
-        replaced in place from the one before it (the compute renderer's compile gate is per
-        level: its lights and textures are compile-time constants)."""
+        in the ground-truth id table; ``stamp`` (its folder's content digest, or the file's
+        size and mtime) tells a level replaced in place from the one before it (the compute
+        renderer's compile gate is per level: its lights and textures are compile-time
+        constants)."""
         rep = self.level.load_level(model, lighting)
-        self.level_source = source
         self.level_key = f"{source}@{stamp}" if stamp else source
         if self.gt is not None:
             self.gt.set_level(self.level.level_np, self.level.prop_pivots, source)

@@ -269,11 +269,12 @@ class LaionAestheticScorer:
                               f"found {got}")
         mlp = laion_mlp()
         mlp.load_state_dict(state)
-        pretrained = str(clip_path) if clip_path.is_file() else "openai"
+        local = clip_path if clip_path.is_file() else None
+        pretrained = str(local) if local is not None else "openai"
         # low-precision weights (open_clip keeps LayerNorm in fp32) rather than autocast; the
         # 1.7 GB checkpoint memory-mapped, not read into a second copy (3-7 s instead of 18 s
         # on this project's 2-core CI machine, and 1.7 GB less at the peak)
-        with _mmap_loads(clip_path if clip_path.is_file() else None):
+        with _mmap_loads(local):
             model, _, preprocess = open_clip.create_model_and_transforms(
                 LAION_ARCH, pretrained=pretrained, device=device,
                 precision="bf16" if precision == "fp8" else precision)

@@ -24,6 +24,7 @@ small graphs: 15.6 s cold, 1.3 s warm). Two things are added here:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -214,8 +215,12 @@ class FirstCompile:
                     # next renderer leads in turn and loads what the cache did keep
                     log.warning("compile cache: cannot mark %s warm (%s)", self.key, exc)
         finally:
-            # unlocked first: a child that inherited this open of the file (a fork) would
-            # otherwise hold the lock on after the close
+            # the holder's name goes (a later leader writes its own; a follower of nobody
+            # reads "holder unknown", not this pid as gone), then unlocked before the close:
+            # a child that inherited this open of the file (a fork) would otherwise hold the
+            # lock on after it
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

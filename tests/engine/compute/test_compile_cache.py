@@ -153,7 +153,7 @@ def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch,
     """The leader writes its pid and command into the lock file; a follower that waits past
     REPORT_S logs whom it waits for and whether that process is alive or is itself (a second
     open of the lock file in one process); one whose leader's marker appears while the lock
-    is still held goes on warm."""
+    is still held goes on warm; a leader that leaves takes its name out of the file."""
     import logging
     import os
 
@@ -175,6 +175,13 @@ def test_a_waiting_follower_names_the_leader_it_waits_for(tmp_path, monkeypatch,
     assert late.enter() == "follower" and late.waited_s < 10
     lead.marker.unlink()
     lead.leave(ok=True)
+    # the leader's name goes with it: a later wait is not reported as for this pid, gone
+    assert (tmp_path / "wmforge" / "lock-k").read_bytes() == b""
+    fd = os.open(tmp_path / "wmforge" / "lock-k", os.O_RDONLY)
+    try:
+        assert cc.holder(fd) == "holder unknown"
+    finally:
+        os.close(fd)
     (tmp_path / "wmforge" / "lock-k").write_text("999999999 gone-process\n")
     fd = os.open(tmp_path / "wmforge" / "lock-k", os.O_RDONLY)
     try:
