@@ -47,6 +47,13 @@ FEET_TOLERANCE_M = 0.10
 YAW_TOLERANCE_DEG = 2.0
 
 
+def _gone_ok(exc: OSError) -> None:
+    """os.walk's onerror: a folder removed while it is walked is skipped; any other error
+    (a folder that cannot be read) is raised."""
+    if not isinstance(exc, FileNotFoundError):
+        raise exc
+
+
 def _watch(paths: list[Path], stop: threading.Event, gaps: list[float],
            poll_s: float = 0.25) -> None:
     """The node runner's view: the longest time in which no watched file changed."""
@@ -55,8 +62,8 @@ def _watch(paths: list[Path], stop: threading.Event, gaps: list[float],
         for p in paths:
             # os.walk, not rglob: a folder the engine removes mid-walk (a trajectory's frames
             # after encoding) is skipped, where rglob raises and ends this thread
-            files = sorted(Path(d) / f for d, _, fs in os.walk(p) for f in fs) \
-                if p.is_dir() else [p]
+            files = sorted(Path(d) / f for d, ds, fs in os.walk(p, onerror=_gone_ok)
+                           for f in ds + fs) if p.is_dir() else [p]
             for q in files:
                 if q.suffix == ".log":
                     continue  # an engine that only writes its log is not advancing

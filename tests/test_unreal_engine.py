@@ -595,3 +595,37 @@ def test_a_sequence_that_could_not_be_deleted_is_reported_and_does_not_block_a_r
                    MAP) == 0
     rows = [json.loads(x) for x in (inst / "rendered.jsonl").read_text().splitlines()]
     assert [r["ok"] for r in rows] == [True] and not disk
+
+
+def test_the_clean_up_kills_only_this_tests_editor_processes(tmp_path):
+    """_kill_children kills the processes below this one whose environment names this test's
+    fake world, and what is below them; another child of this process (a session's S3 store,
+    say) lives on (the CI failure of 2026-12-07: the store was killed under pytest-xdist)."""
+    import os
+    import subprocess
+    import time
+
+    world = tmp_path / "world.json"
+    ours = subprocess.Popen(["sh", "-c", "sleep 60 & wait"],
+                            env={**os.environ, "WMFORGE_FAKE_WORLD": str(world)})
+    other = subprocess.Popen(["sleep", "60"],
+                             env={**os.environ, "WMFORGE_FAKE_WORLD": str(tmp_path / "x")})
+    try:
+        deadline = time.monotonic() + 10
+        below: list[int] = []
+        while not below and time.monotonic() < deadline:  # the sh's own sleep started
+            below = [int(p) for p in Path(f"/proc/{ours.pid}/task/{ours.pid}/children")
+                     .read_text().split()]
+            time.sleep(0.05)
+        assert below
+        _kill_children(world)
+        assert ours.wait(timeout=10) == -9
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{below[0]}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the grandchild, reparented, is reaped by init
+        assert not Path(f"/proc/{below[0]}").exists()
+        assert other.poll() is None  # not this test's: alive
+    finally:
+        for p in (ours, other):
+            p.kill()
+            p.wait()

@@ -45,7 +45,9 @@ def code_version(parts: tuple[str, ...] = STAGE2_SOURCES) -> str:
 
 
 class AssetDigests:
-    """sha256 of asset files and trees, cached by (path, size, mtime_ns)."""
+    """sha256 of asset files and trees, cached by (path, size, mtime_ns, ctime_ns, inode):
+    a file rewritten with its old size and mtime put back (``cp -p``, ``rsync -t``) has a new
+    ctime, which no tool can set, and a file replaced by another has a new inode."""
 
     def __init__(self, cache_file: Path | None = None):
         self.cache_file = cache_file
@@ -60,11 +62,12 @@ class AssetDigests:
     def file(self, path: Path) -> str:
         st = path.stat()
         key = str(path.resolve())
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         hit = self.cache.get(key)
-        if hit and hit[0] == st.st_size and hit[1] == st.st_mtime_ns:
-            return str(hit[2])
+        if hit and hit[:-1] == stamp:  # an entry of the older [size, mtime, digest]: a miss
+            return str(hit[-1])
         digest = sha256_file(path)
-        self.cache[key] = [st.st_size, st.st_mtime_ns, digest]
+        self.cache[key] = [*stamp, digest]
         self.dirty = True
         return digest
 

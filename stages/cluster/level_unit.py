@@ -226,18 +226,22 @@ class LevelUnit:
             meta = json.loads((tdir / "meta.json").read_text())
         except (OSError, ValueError):
             return ""
-        parts = []
         level = (meta.get("level") or {}).get("path")
-        for rec in (level, (meta.get("character") or {}).get("model")):
-            if not rec:
-                continue  # not recorded: nothing to read (not the checkout's parent folder)
-            p = Path(str(rec))
-            p = p if p.is_absolute() else self.ctx.base / p
-            if p.exists():
-                parts.append(self.ctx.digests.tree(p.parent))
-                if rec is level:
-                    levels[str(rec)] = parts[-1]
-        return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        level_d = self._folder_digest(level)
+        char_d = self._folder_digest((meta.get("character") or {}).get("model"))
+        if level_d:
+            levels[str(level)] = level_d
+        return hashlib.sha256("|".join(d for d in (level_d, char_d) if d).encode()
+                              ).hexdigest()[:16]
+
+    def _folder_digest(self, rec: object) -> str:
+        """Content digest of the folder of a file as a trajectory records it ('' when not
+        recorded, or not there: never the checkout's parent folder for an empty path)."""
+        if not rec:
+            return ""
+        p = Path(str(rec))
+        p = p if p.is_absolute() else self.ctx.base / p
+        return self.ctx.digests.tree(p.parent) if p.exists() else ""
 
     def recover(self, step: Step) -> None:
         if step.kind == "render":

@@ -30,7 +30,9 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork (no loader
 _PRCTL = _LIBC.prctl
 
 
-def _die_with(parent: int) -> Callable[[], None]:
+def die_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child is SIGKILLed when the thread that started it exits, and
+    exits at once if ``parent`` (its starter's pid) is gone before that was armed."""
     def preexec() -> None:  # in the child, between fork and exec
         _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:  # the runner died before the signal was armed
@@ -55,7 +57,7 @@ def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | Non
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=_die_with(os.getpid()),
+                                start_new_session=True, preexec_fn=die_with(os.getpid()),
                                 pass_fds=pass_fds)
 
 

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .lifetimes import die_with
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 whose gRPC twin (port + 10000) is free too."""
@@ -74,12 +76,7 @@ class SeaweedServer:
             "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
         cfg.chmod(0o600)
         p = self.ports
-        # the server dies with the thread that started it (PR_SET_PDEATHSIG through setpriv,
-        # kept across its exec of weed): an owner killed with kill -9, a test process or
-        # `wmforge cluster s3-local`, leaves no server holding its ports and data folder.
-        # So start() from a thread that lives as long as the server (the main thread).
-        guard = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
-        argv = [*guard, weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+        argv = [weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                 f"-dir={self.root / 'data'}", f"-master.port={p['master']}",
                 f"-volume.port={p['volume']}", "-filer", f"-filer.port={p['filer']}", "-s3",
                 f"-s3.port={p['s3']}", f"-s3.config={cfg}", "-s3.port.iceberg=0",
@@ -87,8 +84,12 @@ class SeaweedServer:
         # AWS_* in the server's environment would silently add an admin identity (FACTS.md)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         log = open(self.root / "weed.log", "ab")  # noqa: SIM115 - the server keeps it
+        # the server dies with the thread that started it (PR_SET_PDEATHSIG, kept across the
+        # exec of weed): an owner killed with kill -9, a test process or `wmforge cluster
+        # s3-local`, leaves no server holding its ports and data folder. So start() from a
+        # thread that lives as long as the server (the main thread).
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with(os.getpid()))
         log.close()
         self._wait_ready(timeout_s)
         return self

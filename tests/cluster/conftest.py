@@ -34,22 +34,24 @@ def s3server_session(tmp_path_factory):
 
 @pytest.fixture
 def s3server(s3server_session):
-    """The session's server, checked alive before each test that uses it: a server that some
-    earlier test killed (under pytest-xdist any module may run before this one in the same
-    process) fails here, naming what happened, not as a connection error inside the test."""
+    """The session's server, checked before each test that uses it. One that a test stopped
+    on purpose and, failing, never started again (``stop()`` leaves no process) is started
+    again on its ports and data folder. One whose process died without a ``stop()`` (an
+    earlier test in this process killed it: under pytest-xdist any module may run before this
+    one) fails here, naming what happened, not as a connection error inside the test."""
     srv = s3server_session
+    if srv.proc is None:
+        srv.start()
     try:
         socket.create_connection(("127.0.0.1", srv.ports["s3"]), timeout=5).close()
     except OSError as e:
-        code: object = "never started, or left stopped"
-        if srv.proc is not None:
-            try:
-                code = srv.proc.wait(timeout=2)
-            except subprocess.TimeoutExpired:
-                code = "none: still running"
+        try:
+            code: object = srv.proc.wait(timeout=2) if srv.proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = "none: still running"
         pytest.fail(f"the session's SeaweedFS server does not answer on {srv.endpoint} ({e}; "
-                    f"exit status {code}): an earlier test in this process stopped or killed "
-                    f"it; see {srv.root / 'weed.log'}", pytrace=False)
+                    f"exit status {code}): an earlier test in this process killed it; see "
+                    f"{srv.root / 'weed.log'}", pytrace=False)
     return srv
 
 

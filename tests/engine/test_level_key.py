@@ -89,3 +89,29 @@ def test_the_renderer_keys_its_level_on_the_nodes_digest(trajs, sample_library, 
     finally:
         ir.close()
     assert len(keys) == 2 and keys[0] != keys[1], keys  # size:mtime: the touch is new
+
+
+def test_a_level_rewritten_with_its_old_size_and_mtime_is_another_level(tmp_path):
+    """``cp -p`` or ``rsync -t`` of other bytes over a level keeps its size and mtime: the
+    node's digest cache (kept across runs) still sees new bytes (the ctime is new)."""
+    import time
+
+    d = tmp_path / "Pack" / "Maps"
+    d.mkdir(parents=True)
+    f = d / "level.gltf"
+    f.write_bytes(b'{"asset": {"version": "2.0"}, "a": 1}')
+    (d / "level.bin").write_bytes(bytes(64))
+    cache = tmp_path / "asset_digests.json"
+    digests = AssetDigests(cache)
+    first = digests.tree(d)
+    digests.save()
+    st = f.stat()
+    time.sleep(0.02)  # another ctime tick
+    f.write_bytes(b'{"asset": {"version": "2.0"}, "a": 2}')  # same size
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))  # what cp -p puts back
+    assert (f.stat().st_size, f.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    second = AssetDigests(cache).tree(d)  # a later run, reading the saved cache
+    assert second != first
+    assert second == AssetDigests().tree(d)  # what an empty cache says
+    (d / "level.bin").write_bytes(bytes(63) + b"\1")  # an external buffer only
+    assert AssetDigests(cache).tree(d) not in (first, second)
