@@ -111,3 +111,15 @@ def live_processes(marker: str, cwd: Path | None = None) -> list[int]:
         if marker in cmd and is_running(pid) and (cwd is None or here == str(cwd)):
             out.append(pid)
     return out
+
+
+def gone_within(pid: int, timeout_s: float) -> bool:
+    """Whether process ``pid`` is gone (or a zombie) within ``timeout_s``."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while is_running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

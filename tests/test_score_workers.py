@@ -9,6 +9,7 @@ import signal
 import time
 
 from stages.cluster.lifetimes import pid_alive
+from tests.conftest import gone_within
 
 
 def _stage(q) -> None:  # stands for the score stage's process: its real pool set-up
@@ -32,10 +33,7 @@ def test_a_kill_9_of_the_scoring_stage_takes_its_decode_workers_along():
         assert pid_alive(worker) and worker != stage.pid
         os.kill(stage.pid, signal.SIGKILL)
         stage.join(timeout=30)
-        deadline = time.time() + 30
-        while pid_alive(worker) and time.time() < deadline:
-            time.sleep(0.1)
-        assert not pid_alive(worker), f"decode worker {worker} outlived the stage"
+        assert gone_within(worker, 30), f"decode worker {worker} outlived the stage"
     finally:
         if stage.is_alive():
             stage.kill()

@@ -8,8 +8,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from stages.engine.process_tree import is_running
+from tests.conftest import gone_within
 
 from .conftest import subprocess_env
 
@@ -23,30 +25,18 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
-
-
 def test_a_store_whose_owner_is_killed_goes_with_it(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "s3")],
                              stdout=subprocess.PIPE, text=True, env=subprocess_env({}))
     weed = 0
     try:
-        info = json.loads(owner.stdout.readline())  # type: ignore[union-attr]
-        weed = int(info["pid"])
-        assert _alive(weed) and b"weed" in Path(f"/proc/{weed}/cmdline").read_bytes()
+        weed = int(json.loads(owner.stdout.readline())["pid"])  # type: ignore[union-attr]
+        assert is_running(weed) and b"weed" in Path(f"/proc/{weed}/cmdline").read_bytes()
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
-        deadline = time.monotonic() + 15
-        while _alive(weed) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(weed), f"weed server {weed} outlived its owner"
+        assert gone_within(weed, 15), f"weed server {weed} outlived its owner"
     finally:
         owner.kill()
         owner.wait()
-        if weed and _alive(weed):
+        if weed and is_running(weed):
             os.kill(weed, signal.SIGKILL)
