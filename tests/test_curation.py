@@ -65,6 +65,10 @@ def test_each_detector_trips_on_the_level_built_for_it_and_a_good_level_passes(s
     assert (good["median_gap_m"].abs() < 0.1).all()
     assert c.loc[("QATraps/SpikeField", 0), "stage1"] == "no_walkable_region"
     assert c.loc[("QATraps/MissingBuffers", -1), "stage1"] == "load_failed"
+    # the failure names the library's file, never the slot that happened to run it (which
+    # slot ran a level is scheduling: the table's bytes must not depend on it)
+    detail = by.loc["QATraps/MissingBuffers", "detail"]
+    assert "slots" not in detail and "QATraps/Maps/MissingBuffers.bin" in detail, detail
     for lid in [*TRAPS, GOOD]:
         png = base / "out" / by.loc[lid, "contact_sheet"]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", lid

@@ -234,6 +234,15 @@ class LevelUnit:
         return hashlib.sha256("|".join(d for d in (level_d, char_d) if d).encode()
                               ).hexdigest()[:16]
 
+    def _unstaged(self, text: str) -> str:
+        """``text`` (a failure's detail) with the slot's staged copies named by the library
+        paths they copy: which slot ran a unit is scheduling, and must not reach an output
+        (screening's table names the failure)."""
+        for m in (self.path_map2, self.path_map1):  # absolute first: a relative path is
+            for src, dst in sorted(m.items(), key=lambda kv: -len(kv[1])):  # a part of one
+                text = text.replace(dst, src)
+        return text
+
     def _folder_digest(self, rec: object) -> str:
         """Content digest of the folder of a file as a trajectory records it ('' when not
         recorded, or not there: never the checkout's parent folder for an empty path)."""
@@ -256,6 +265,8 @@ class LevelUnit:
         fl = step.folder / "failures.jsonl"
         rows = ([json.loads(x) for x in fl.read_text().splitlines() if x.strip()]
                 if fl.exists() else [])
+        for r in rows:  # the slot's staged copies named as the library's files
+            r["detail"] = self._unstaged(str(r.get("detail", "")))
         if step.kind == "stage1":
             fl.unlink(missing_ok=True)
             self.stage1_failures += rows

@@ -60,6 +60,7 @@ class Supervisor:
         self.last_exit: int | None = None
         self.error = ""
         self._started = 0.0
+        self._start_failed = ""  # why the last start was refused ('' once one succeeds)
         self._stop = threading.Event()
         # held while a change is set and written: what gave_up / state() say is on disk
         self._lock = threading.RLock()
@@ -126,7 +127,7 @@ class Supervisor:
             crashes = 1 if ran >= self.stable_s else self.crashes_in_a_row + 1
             if ran >= self.stable_s:
                 delay = self.backoff_s
-            what = f"signal {-rc}" if rc < 0 else f"exit {rc}"
+            what = self._start_failed or (f"signal {-rc}" if rc < 0 else f"exit {rc}")
             if crashes >= self.poison_after:
                 self._set(status="poisoned", last_exit=rc, crashes_in_a_row=crashes,
                           error=f"{crashes} crashes in a row ({what}): {last_line(self.log)}")
@@ -140,7 +141,16 @@ class Supervisor:
                 break
             delay = min(delay * 2, self.backoff_max_s)
             self.restarts += 1
-            self._spawn()
+            try:
+                self._spawn()
+                self._start_failed = ""
+            except OSError as exc:  # fork or exec refused (no memory, no pids, a full disk
+                # for the log): a crash (the dead process stays self.proc, so the loop sees
+                # it again), never the silent end of this thread and of supervision
+                self._start_failed = f"start refused: {exc}"
+                self._set(status="restarting", error=self._start_failed)
+                self.note(f"uploader could not be started ({exc}); trying again")
+                self._started = time.monotonic()  # starts that keep failing: poisoned
         # keep the thread (the processes' parent) until stop(): see above
         self._stop.wait()
 

@@ -67,3 +67,43 @@ def test_a_crash_it_cannot_get_past_is_poisoned_and_a_fatal_exit_is_not_retried(
         assert st["error"] == "credentials refused: upload: error: refused key id K"
     finally:
         sup2.stop(timeout_s=5)
+
+
+def test_a_restart_that_cannot_start_is_tried_again_and_supervision_goes_on(tmp_path):
+    """A start that fails (fork or exec refused: no memory, no pids) never ends supervision
+    in silence: it counts as a crash and is tried again; starts that keep failing end as
+    poisoned, with the reason on disk."""
+    from stages.cluster.lifetimes import spawn_group
+
+    argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    refusals = {"left": 1}
+
+    def spawn(*a, **k):
+        if refusals["left"] and sup.proc is not None:  # the first restart is refused
+            refusals["left"] -= 1
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return spawn_group(*a, **k)
+
+    sup = Supervisor(argv, dict(os.environ), tmp_path / "r.log", tmp_path / "r.json",
+                     backoff_s=0.05, backoff_max_s=0.2, poison_after=4, stable_s=60.0,
+                     spawn=spawn)
+    sup.start()
+    try:
+        first = sup.proc.pid
+        os.killpg(first, signal.SIGKILL)
+        assert _wait(lambda: sup.proc.pid != first and sup.alive()), sup.state()
+        assert refusals["left"] == 0 and sup.restarts == 2, sup.state()
+    finally:
+        sup.stop(timeout_s=5)
+    refusals["left"] = 99  # every restart refused from now on
+    sup = Supervisor(argv, dict(os.environ), tmp_path / "p.log", tmp_path / "p.json",
+                     backoff_s=0.05, backoff_max_s=0.2, poison_after=3, stable_s=60.0,
+                     spawn=spawn)
+    sup.start()
+    try:
+        os.killpg(sup.proc.pid, signal.SIGKILL)
+        assert _wait(lambda: sup.gave_up), sup.state()
+        st = json.loads((tmp_path / "p.json").read_text())
+        assert st["status"] == "poisoned" and "Resource temporarily unavailable" in st["error"]
+    finally:
+        sup.stop(timeout_s=5)
