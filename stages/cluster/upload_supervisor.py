@@ -144,9 +144,10 @@ class Supervisor:
             try:
                 self._spawn()
                 self._start_failed = ""
-            except OSError as exc:  # fork or exec refused (no memory, no pids, a full disk
-                # for the log): a crash (the dead process stays self.proc, so the loop sees
-                # it again), never the silent end of this thread and of supervision
+            except Exception as exc:  # noqa: BLE001 - fork or exec refused (no memory, no
+                # pids, a full disk for the log), or the child failed before its exec
+                # (SubprocessError): a crash (the dead process stays self.proc, so the loop
+                # sees it again), never the silent end of this thread and of supervision
                 self._start_failed = f"start refused: {exc}"
                 self._set(status="restarting", error=self._start_failed)
                 self.note(f"uploader could not be started ({exc}); trying again")

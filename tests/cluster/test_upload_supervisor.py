@@ -76,12 +76,15 @@ def test_a_restart_that_cannot_start_is_tried_again_and_supervision_goes_on(tmp_
     from stages.cluster.lifetimes import spawn_group
 
     argv = [sys.executable, "-c", "import time; time.sleep(600)"]
+    import subprocess
+
     refusals = {"left": 1}
+    why: list[Exception] = [BlockingIOError(11, "Resource temporarily unavailable")]
 
     def spawn(*a, **k):
-        if refusals["left"] and sup.proc is not None:  # the first restart is refused
+        if refusals["left"] and sup.proc is not None:  # restarts refused
             refusals["left"] -= 1
-            raise BlockingIOError(11, "Resource temporarily unavailable")
+            raise why[0]
         return spawn_group(*a, **k)
 
     sup = Supervisor(argv, dict(os.environ), tmp_path / "r.log", tmp_path / "r.json",
@@ -95,7 +98,8 @@ def test_a_restart_that_cannot_start_is_tried_again_and_supervision_goes_on(tmp_
         assert refusals["left"] == 0 and sup.restarts == 2, sup.state()
     finally:
         sup.stop(timeout_s=5)
-    refusals["left"] = 99  # every restart refused from now on
+    refusals["left"] = 99  # every restart refused from now on, the child failing before exec
+    why[0] = subprocess.SubprocessError("Exception occurred in preexec_fn.")
     sup = Supervisor(argv, dict(os.environ), tmp_path / "p.log", tmp_path / "p.json",
                      backoff_s=0.05, backoff_max_s=0.2, poison_after=3, stable_s=60.0,
                      spawn=spawn)
@@ -104,6 +108,6 @@ def test_a_restart_that_cannot_start_is_tried_again_and_supervision_goes_on(tmp_
         os.killpg(sup.proc.pid, signal.SIGKILL)
         assert _wait(lambda: sup.gave_up), sup.state()
         st = json.loads((tmp_path / "p.json").read_text())
-        assert st["status"] == "poisoned" and "Resource temporarily unavailable" in st["error"]
+        assert st["status"] == "poisoned" and "preexec_fn" in st["error"], st
     finally:
         sup.stop(timeout_s=5)
