@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -30,15 +31,20 @@ _LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork (no loader
 _PRCTL = _LIBC.prctl
 
 
-def die_with(parent: int) -> Callable[[], None]:
-    """A ``preexec_fn``: the child is SIGKILLed when the thread that started it exits, and
-    exits at once if ``parent`` (its starter's pid) is gone before that was armed."""
-    def preexec() -> None:  # in the child, between fork and exec
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the runner died before the signal was armed
-            os._exit(1)
+def die_with_parent() -> list[str]:
+    """A command prefix that arms the parent-death signal (SIGKILL) in a child after its fork,
+    before the exec of its own program: ``setpriv --pdeathsig KILL --`` (util-linux, part of
+    every Debian system); empty where there is no setpriv (then nothing is armed).
 
-    return preexec
+    Not a ``preexec_fn``: for one, CPython runs Python in the forked child (its at-fork hooks,
+    and the deallocation of whatever was pending there), and an object whose C library joins
+    its own threads when freed (PyAV's swscale context) waits there forever for threads the
+    child does not have; the ``Popen`` waiting for the child's exec then never returns. The
+    test suite hit exactly that (a restart of the uploader from its supervisor's thread).
+    The one gap: a parent gone in the instant between the fork and setpriv's prctl leaves
+    the child running (the runner's ancestor watch and ``cluster down`` find such leftovers)."""
+    exe = shutil.which("setpriv")
+    return [exe, "--pdeathsig", "KILL", "--"] if exe else []
 
 
 def exit_with_parent(parent: int) -> None:
@@ -56,9 +62,9 @@ def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | Non
     that spawned it (the runner's main thread) exits. stdout and stderr go to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=die_with(os.getpid()),
-                                pass_fds=pass_fds)
+        return subprocess.Popen([*die_with_parent(), *argv], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True, pass_fds=pass_fds)
 
 
 def kill_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:
