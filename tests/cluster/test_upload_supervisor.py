@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 
 from stages.cluster.lifetimes import pid_alive
@@ -111,3 +112,39 @@ def test_a_restart_that_cannot_start_is_tried_again_and_supervision_goes_on(tmp_
         assert st["status"] == "poisoned" and "preexec_fn" in st["error"], st
     finally:
         sup.stop(timeout_s=5)
+
+
+_IN_CHILD = {"mark": ""}
+
+
+def _python_ran_in_a_child() -> None:  # an at-fork hook: Python code in a forked child
+    if _IN_CHILD["mark"]:
+        with open(_IN_CHILD["mark"], "a") as f:
+            f.write(f"{os.getpid()}\n")
+
+
+os.register_at_fork(after_in_child=_python_ran_in_a_child)
+
+
+def test_a_child_runs_no_python_between_its_fork_and_its_exec(tmp_path):
+    """spawn_group (engines, the uploader) and the S3 store arm the parent-death signal with
+    setpriv, not a preexec_fn: with one, CPython runs Python in the forked child (at-fork
+    hooks, deallocations), and a PyAV swscale context freed there hung the child before its
+    exec and the Popen with it (the fresh-clone test run of 2026-12-07)."""
+    from stages.cluster.lifetimes import spawn_group
+
+    procs = []
+
+    def spawn() -> None:  # from a thread, as the supervisor restarts its uploader
+        procs.append(spawn_group(["true"], dict(os.environ), tmp_path / "t.log"))
+
+    _IN_CHILD["mark"] = str(tmp_path / "ran")
+    try:
+        spawn()
+        th = threading.Thread(target=spawn)
+        th.start()
+        th.join(30)
+    finally:
+        _IN_CHILD["mark"] = ""
+    assert [p.wait(timeout=30) for p in procs] == [0, 0]
+    assert not (tmp_path / "ran").exists(), "Python ran in a forked child before its exec"
