@@ -13,12 +13,14 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import IO
 
@@ -42,9 +44,59 @@ def die_with_parent() -> list[str]:
     child does not have; the ``Popen`` waiting for the child's exec then never returns. The
     test suite hit exactly that (a restart of the uploader from its supervisor's thread).
     The one gap: a parent gone in the instant between the fork and setpriv's prctl leaves
-    the child running (the runner's ancestor watch and ``cluster down`` find such leftovers)."""
+    the child running (the runner's ancestor watch and ``cluster down`` find such leftovers).
+
+    The signal fires when the *thread* that forked the child ends, not the process
+    (prctl(2)). Start armed children with :func:`spawn_armed`, which forks them from one
+    thread that lives as long as the process."""
     exe = shutil.which("setpriv")
     return [exe, "--pdeathsig", "KILL", "--"] if exe else []
+
+
+class _Spawner:
+    """One daemon thread per process that forks every armed child. A child armed with the
+    parent-death signal is killed when the thread that forked it ends; forked from a
+    short-lived thread (a supervisor's, a pool's, a request handler's) it would die with
+    that thread while its owner still runs it (the CI run of 2026-12-07 saw a child spawned
+    from a thread that had just returned killed with SIGKILL). This thread ends only with
+    the process, so the children die with the process, as their owners expect."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def popen(self, argv: list[str], **kw) -> subprocess.Popen:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked copy of a process that had the thread
+                self._jobs, self._thread, self._pid = queue.SimpleQueue(), None, os.getpid()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="armed-spawner",
+                                                daemon=True)
+                self._thread.start()
+            jobs = self._jobs
+        fut: Future[subprocess.Popen] = Future()
+        jobs.put((fut, argv, kw))
+        return fut.result()
+
+    def _run(self) -> None:
+        jobs = self._jobs
+        while True:
+            fut, argv, kw = jobs.get()
+            try:
+                fut.set_result(subprocess.Popen(argv, **kw))
+            except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from Popen
+                fut.set_exception(exc)
+
+
+_SPAWNER = _Spawner()
+
+
+def spawn_armed(argv: list[str], **popen_kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(argv, **popen_kwargs)`` with the child armed to be SIGKILLed when
+    this process dies (kill -9 included), whichever thread calls it: see :class:`_Spawner`."""
+    return _SPAWNER.popen([*die_with_parent(), *argv], **popen_kwargs)
 
 
 def exit_with_parent(parent: int) -> None:
@@ -58,13 +110,12 @@ def exit_with_parent(parent: int) -> None:
 
 def spawn_group(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None,
                 pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
-    """Start ``argv`` in a new session / process group that receives SIGKILL when the thread
-    that spawned it (the runner's main thread) exits. stdout and stderr go to ``log``."""
+    """Start ``argv`` in a new session / process group that receives SIGKILL when this
+    process dies (:func:`spawn_armed`). stdout and stderr go to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen([*die_with_parent(), *argv], stdout=out,
-                                stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                start_new_session=True, pass_fds=pass_fds)
+        return spawn_armed(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                           start_new_session=True, pass_fds=pass_fds)
 
 
 def kill_group(proc: subprocess.Popen, timeout_s: float = 10.0) -> None:

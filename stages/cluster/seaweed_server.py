@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .lifetimes import die_with_parent
+from .lifetimes import spawn_armed
 
 
 def free_port() -> int:
@@ -84,12 +84,11 @@ class SeaweedServer:
         # AWS_* in the server's environment would silently add an admin identity (FACTS.md)
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         log = open(self.root / "weed.log", "ab")  # noqa: SIM115 - the server keeps it
-        # the server dies with the thread that started it (the parent-death signal): an
-        # owner killed with kill -9, a test process or `wmforge cluster s3-local`, leaves no
-        # server holding its ports and data folder. So start() from a thread that lives as
-        # long as the server (the main thread).
-        self.proc = subprocess.Popen([*die_with_parent(), *argv], stdout=log,
-                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        # the server dies with its owner (the parent-death signal, spawn_armed): an owner
+        # killed with kill -9, a test process or `wmforge cluster s3-local`, leaves no
+        # server holding its ports and data folder
+        self.proc = spawn_armed(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
         log.close()
         self._wait_ready(timeout_s)
         return self

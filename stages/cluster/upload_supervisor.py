@@ -107,8 +107,6 @@ class Supervisor:
         self._started = time.monotonic()
 
     def _watch(self) -> None:
-        # the processes are started from this thread after the first: they die with it
-        # (parent-death signal), so it lives until stop()
         delay = self.backoff_s
         while not self._stop.is_set():
             proc = self.proc
@@ -152,8 +150,6 @@ class Supervisor:
                 self._set(status="restarting", error=self._start_failed)
                 self.note(f"uploader could not be started ({exc}); trying again")
                 self._started = time.monotonic()  # starts that keep failing: poisoned
-        # keep the thread (the processes' parent) until stop(): see above
-        self._stop.wait()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,106 @@
+"""Armed children (engines, the uploader, the local S3 store) die with the process that
+started them, not with the thread: the parent-death signal fires when the forking *thread*
+ends (prctl(2)), so ``spawn_armed`` forks from one thread that lives as long as the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from stages.engine.process_tree import is_running
+from tests.conftest import gone_within
+
+from .conftest import subprocess_env
+
+OWNER = """
+import json, sys, threading, time
+from pathlib import Path
+from stages.cluster.lifetimes import spawn_group
+from tests.cluster.test_lifetimes import wait_for_exec
+out = []
+def spawn():
+    out.append(spawn_group(["sleep", "600"], {"PATH": "/usr/bin:/bin"}, Path(sys.argv[1])))
+    wait_for_exec(out[0].pid)
+th = threading.Thread(target=spawn)
+th.start(); th.join()
+print(json.dumps({"pid": out[0].pid}), flush=True)
+time.sleep(600)
+"""
+
+
+def wait_for_exec(pid: int, program: bytes = b"sleep") -> None:
+    """Until ``pid`` runs ``program``: setpriv has armed it by then. A thread that returns
+    before that leaves the child unarmed (the race that let the old code pass here)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(program):
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
+def _spawn_from_a_thread_that_ends(log) -> subprocess.Popen:
+    from stages.cluster.lifetimes import spawn_group
+
+    out: list[subprocess.Popen] = []
+
+    def spawn() -> None:
+        out.append(spawn_group(["sleep", "600"], dict(os.environ), log))
+        wait_for_exec(out[0].pid)
+
+    th = threading.Thread(target=spawn)
+    th.start()
+    th.join(30)
+    assert not th.is_alive() and out
+    return out[0]
+
+
+def test_a_child_started_from_a_thread_that_ended_lives_on_with_its_process(tmp_path):
+    """On the old code (fork from the calling thread) the child got SIGKILL as the thread
+    returned: the CI run of 2026-12-07."""
+    procs = [_spawn_from_a_thread_that_ends(tmp_path / f"{i}.log") for i in range(3)]
+    try:
+        time.sleep(1.0)
+        assert [p.poll() for p in procs] == [None, None, None]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait(10)
+    assert [p.returncode for p in procs] == [-signal.SIGKILL] * 3
+
+
+def test_a_child_started_from_a_thread_dies_when_its_process_is_killed(tmp_path):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "c.log")],
+                             stdout=subprocess.PIPE, text=True, env=subprocess_env({}))
+    child = 0
+    try:
+        child = int(json.loads(owner.stdout.readline())["pid"])  # type: ignore[union-attr]
+        time.sleep(0.5)
+        assert is_running(child), "the child died with the thread that asked for it"
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert gone_within(child, 15), f"child {child} outlived its owner's kill -9"
+    finally:
+        owner.kill()
+        owner.wait()
+        if child and is_running(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def test_a_refused_start_reaches_the_caller_and_the_spawner_goes_on(tmp_path):
+    from stages.cluster.lifetimes import spawn_armed
+
+    try:
+        spawn_armed(["true"], cwd=str(tmp_path / "no-such-dir"))
+        raise AssertionError("a missing cwd must raise in the caller")
+    except FileNotFoundError as exc:
+        assert "no-such-dir" in str(exc)
+    assert spawn_armed(["true"]).wait(10) == 0
