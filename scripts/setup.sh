@@ -36,11 +36,13 @@ if [ "${VERSION_CODENAME:-}" = "bookworm" ] && dpkg --compare-versions "$mesa_ve
 fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-stamp=".venv/.wmforge-installed-$(sha256sum pyproject.toml | cut -c1-16)"
+# constraints.txt pins every package to the release the project was tested with
+# (scripts/pin_env.sh writes it; tests/test_environment.py checks it against the venv)
+stamp=".venv/.wmforge-installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev,ml,cluster]'
+  .venv/bin/python -m pip install -q -c constraints.txt -e '.[dev,ml,cluster]'
   rm -f .venv/.wmforge-installed-*
   touch "$stamp"
 fi
