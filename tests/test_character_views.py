@@ -449,7 +449,7 @@ def test_trajectories_before_contract_v3_keep_their_up_axis_meaning():
     ignored for glTF; read as an override it would turn a glTF level on its side."""
     from pathlib import Path
 
-    from stages.engine.instance_render import _level_up_axis
+    from stages.engine.replay_inputs import _level_up_axis
 
     glb, obj = Path("l.glb"), Path("l.obj")
     assert _level_up_axis({"schema_version": 2, "level": {"up_axis": "Z"}}, glb) is None

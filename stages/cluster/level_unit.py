@@ -180,6 +180,7 @@ class LevelUnit:
         done = finished(root)
         jobs, self.wanted = [], []
         levels: dict[str, str] = {}
+        folders: dict[Path, str] = {}  # each pack folder walked once per step, not per trajectory
         names = (set(self.names) if self.names is not None else None if self.indices is None
                  else {f"traj_{i:04d}" for i in self.indices})
         for meta_p in sorted(self.out.glob("traj_*/meta.json")):
@@ -188,7 +189,7 @@ class LevelUnit:
                 continue
             if self.indices is not None and not is_complete(tdir, self.chash):
                 continue  # an older trajectory this run did not make: never rendered as current
-            key = render_key(tdir, settings, code, self._render_assets(tdir, levels))
+            key = render_key(tdir, settings, code, self._render_assets(tdir, levels, folders))
             self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
             if ((f"{scene}/{level}", tdir.name, key) in done
                     or (f"{scene}/{level}", tdir.name, key) in ctx.delivered):
@@ -216,7 +217,8 @@ class LevelUnit:
                     inst, inst / PROGRESS, inst / "renderer.log", [inst],
                     rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 
-    def _render_assets(self, tdir: Path, levels: dict[str, str]) -> str:
+    def _render_assets(self, tdir: Path, levels: dict[str, str],
+                       folders: dict[Path, str] | None = None) -> str:
         """Digest of what Stage II reads besides the trajectory: the level's pack and the
         character's pack (paths as recorded). The level's own digest goes into ``levels``
         under its recorded path (``instance.json``'s ``level_digests``: the renderer's level
@@ -227,8 +229,8 @@ class LevelUnit:
         except (OSError, ValueError):
             return ""
         level = (meta.get("level") or {}).get("path")
-        level_d = self._folder_digest(level)
-        char_d = self._folder_digest((meta.get("character") or {}).get("model"))
+        level_d = self._folder_digest(level, folders)
+        char_d = self._folder_digest((meta.get("character") or {}).get("model"), folders)
         if level_d:
             levels[str(level)] = level_d
         return hashlib.sha256("|".join(d for d in (level_d, char_d) if d).encode()
@@ -243,14 +245,21 @@ class LevelUnit:
                 text = text.replace(dst, src)
         return text
 
-    def _folder_digest(self, rec: object) -> str:
+    def _folder_digest(self, rec: object, memo: dict[Path, str] | None = None) -> str:
         """Content digest of the folder of a file as a trajectory records it ('' when not
-        recorded, or not there: never the checkout's parent folder for an empty path)."""
+        recorded, or not there: never the checkout's parent folder for an empty path);
+        ``memo`` keeps each folder's digest for the rest of one step."""
         if not rec:
             return ""
         p = Path(str(rec))
         p = p if p.is_absolute() else self.ctx.base / p
-        return self.ctx.digests.tree(p.parent) if p.exists() else ""
+        if not p.exists():
+            return ""
+        if memo is None:
+            return self.ctx.digests.tree(p.parent)
+        if p.parent not in memo:
+            memo[p.parent] = self.ctx.digests.tree(p.parent)
+        return memo[p.parent]
 
     def recover(self, step: Step) -> None:
         if step.kind == "render":

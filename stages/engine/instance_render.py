@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from ..core import replay
-from ..core.asset_guard import AssetInputError, check_model_file
 from ..core.projection import intrinsics_record
 from ..core.trajectory import VIEWS
 from .gt_output import GroundTruthOutput
+from .level_cache import LevelCache
 from .publish import TRAJ_FILES, publish_trajectory, sha256_file, traj_files
 from .render_settings import RenderSettings
-from .replay_inputs import _Fail, _level_up_axis, _load_traj, _resolve, file_stamp, prop_table
+from .replay_inputs import _Fail, _load_traj, _resolve, prop_table
 
-# kept importable from here for callers of the old path (tests also import _Fail, _load_traj,
-# _resolve and _level_up_axis from here: stages.engine.replay_inputs)
+# kept importable from here for callers of the old path (tests import _Fail, _load_traj,
+# _resolve and _level_up_axis from stages.engine.replay_inputs)
 __all__ = ["TRAJ_FILES", "InstanceRenderer", "sha256_file", "traj_files"]
 
 
@@ -45,17 +45,9 @@ class InstanceRenderer:
         self.s = RenderSettings.from_dict(settings, f"{inst / 'instance.json'}: settings")
         self.display = display
         self.path_map = dict(path_map or {})
-        # the node's content digest of each level's folder by its recorded path (without
-        # one, a spec written by hand say, a level is known by its file's size and mtime)
-        self.level_digests = dict(level_digests or {})
+        self.levels = LevelCache(self.s, base, self.path_map, level_digests, log)
         self.lineage = dict(lineage or {})
         self.r: Any = None
-        self.level_key: str | None = None
-        self.level_report: dict = {}
-        # (level key, detail) of a level found over render.limits.max_triangles: its later
-        # trajectories fail at once instead of loading it again (the detail only: a kept
-        # exception's traceback would keep the loaded level alive)
-        self._over_limit: tuple[str, str] | None = None
         self.char_key: str | None = None
         self.encoder: Any = None
         self._beat_at = -1e9
@@ -91,67 +83,19 @@ class InstanceRenderer:
         return self.r
 
     def _ensure_level(self, meta: dict) -> None:
-        from .level_render import load_level_lighting
+        self.levels.ensure(meta, self._renderer, self.beat)
 
-        lv = meta.get("level") or {}
-        path = _resolve(str(lv.get("path", "")), self.base, self.path_map)
-        ev = float(lv.get("exposure_compensation") or 0.0)  # per-level override, stops
-        up = _level_up_axis(meta, path)
-        stamp = self.level_digests.get(str(lv.get("path", ""))) or file_stamp(path)
-        key = f"{path}@{stamp}|{lv.get('scale', 1.0)}|{up}"  # replaced in place: another
-        self._renderer().set_exposure(ev)
-        # the same report whether or not this renderer loaded the level for this trajectory
-        # (render order must never change a meta.json)
-        self.level_report["exposure_compensation"] = ev
-        if key == self.level_key:
-            return
-        from .scene_limits import SceneOverLimit, apply_limits, check_file
+    @property
+    def level_digests(self) -> dict[str, str]:
+        return self.levels.digests
 
-        if self._over_limit is not None and self._over_limit[0] == key:
-            raise SceneOverLimit(self._over_limit[1])
-        if not path.is_file():
-            raise _Fail("missing_asset", f"level file {path} (meta.json level.path) not found")
-        r = self._renderer()
-        try:
-            check_model_file(path, self._pack_root(path))
-        except (AssetInputError, OSError) as exc:
-            raise _Fail("bad_asset", f"{path}: {exc}") from None
-        try:
-            check_file(path, self.s.max_triangles)
-            try:
-                from .models import load_model
+    @level_digests.setter
+    def level_digests(self, digests: dict[str, str]) -> None:
+        self.levels.digests = dict(digests)
 
-                model = load_model(str(path), float(lv.get("scale", 1.0)), up)
-            except Exception as exc:  # noqa: BLE001 - any loader failure is a reason
-                raise _Fail("missing_asset", f"{path}: {exc}") from None
-            model.flattenLight()
-            cap = 0 if r.gsg is None else int(r.gsg.getMaxTextureDimension())  # GL's; compute: none
-            limits = apply_limits(model, path, self.s.max_triangles, self.s.max_texture_px, cap,
-                                  self.log)
-        except SceneOverLimit as exc:
-            self._over_limit = (key, exc.detail)
-            raise
-        lighting = load_level_lighting(str(path))
-        rep = r.load_level(model, lighting, source=str(lv.get("path", "")), stamp=stamp)
-        self.beat(0.0)
-        r.warmup(self.s.warmup_frames)
-        self.beat(0.0)
-        self.level_report = {"removed": rep.removed, "textures": rep.textures,
-                             "textures_full_res": rep.textures_full_res, **limits,
-                             "lights": rep.lights,
-                             "dynamic_props": rep.props,
-                             "warmup_frames": self.s.warmup_frames,
-                             "lighting": lighting.get("preset") or lighting.get("lighting"),
-                             "exposure_compensation": ev}
-        self.level_key = key
-
-    def _pack_root(self, path: Path) -> Path:
-        """The staged (or library) pack a level file lies in: its references stay inside."""
-        for src, dst in self.path_map.items():
-            for d in (dst, src):
-                if Path(d) in path.parents:
-                    return Path(d)
-        return path.parent
+    @property
+    def level_report(self) -> dict:
+        return self.levels.report
 
     def _ensure_character(self, meta: dict) -> None:
         ch = meta.get("character") or {}
