@@ -30,6 +30,9 @@ def test_the_node_names_each_levels_content_digest_in_the_instance(rendered):
         for rec in recorded:
             p = Path(rec) if Path(rec).is_absolute() else base / rec
             assert digests[rec] == AssetDigests().tree(p.parent)  # its folder, by content
+            # ... and the render worker's renderer loaded it under that digest
+            log = (f.parent / "renderer.log").read_text()
+            assert f"render: level {rec} loaded, known by its content @ {digests[rec]}" in log, log
 
 
 def _renderer(inst: Path, path_map: dict[str, str], digests: dict[str, str] | None):
