@@ -85,6 +85,25 @@ class AssetDigests:
                 h.update(self.file(p).encode())
         return h.hexdigest()
 
+    def model(self, path: Path) -> str:
+        """What a render reads of a model file (a level, a character): the digest of its
+        folder (:meth:`tree`), combined with the digest of each file it references outside
+        that folder (``../Textures/``; :func:`~stages.cluster.model_refs.referenced_files`).
+        A model with every reference inside its folder keeps its folder's digest."""
+        from .model_refs import referenced_files
+
+        folder = path.parent
+        real = Path(os.path.realpath(folder))
+        outside = [f for f in referenced_files(path) if real not in f.parents and f.is_file()]
+        digest = self.tree(folder)
+        if not outside:
+            return digest
+        h = hashlib.sha256(digest.encode())
+        for f in outside:  # sorted by referenced_files
+            h.update(b"\0" + os.path.relpath(f, real).encode() + b"\0")
+            h.update(self.file(f).encode())
+        return h.hexdigest()
+
     def save(self) -> None:
         if self.cache_file is None or not self.dirty:
             return

@@ -180,7 +180,7 @@ class LevelUnit:
         done = finished(root)
         jobs, self.wanted = [], []
         levels: dict[str, str] = {}
-        folders: dict[Path, str] = {}  # each pack folder walked once per step, not per trajectory
+        models: dict[Path, str] = {}  # each model digested once per step, not per trajectory
         names = (set(self.names) if self.names is not None else None if self.indices is None
                  else {f"traj_{i:04d}" for i in self.indices})
         for meta_p in sorted(self.out.glob("traj_*/meta.json")):
@@ -189,7 +189,7 @@ class LevelUnit:
                 continue
             if self.indices is not None and not is_complete(tdir, self.chash):
                 continue  # an older trajectory this run did not make: never rendered as current
-            key = render_key(tdir, settings, code, self._render_assets(tdir, levels, folders))
+            key = render_key(tdir, settings, code, self._render_assets(tdir, levels, models))
             self.wanted.append((self.level_id, f"{scene}/{level}", tdir.name, key))
             if ((f"{scene}/{level}", tdir.name, key) in done
                     or (f"{scene}/{level}", tdir.name, key) in ctx.delivered):
@@ -218,9 +218,10 @@ class LevelUnit:
                     rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 
     def _render_assets(self, tdir: Path, levels: dict[str, str],
-                       folders: dict[Path, str] | None = None) -> str:
-        """Digest of what Stage II reads besides the trajectory: the level's pack and the
-        character's pack (paths as recorded). The level's own digest goes into ``levels``
+                       models: dict[Path, str] | None = None) -> str:
+        """Digest of what Stage II reads besides the trajectory: the level's and the
+        character's model files, their folders and what they reference outside them (paths
+        as recorded). The level's own digest goes into ``levels``
         under its recorded path (``instance.json``'s ``level_digests``: the renderer's level
         key, so a level replaced in place, or only its ``.bin`` or a texture, is another
         level, and the copies of one pack in a node's slots are one level)."""
@@ -229,8 +230,8 @@ class LevelUnit:
         except (OSError, ValueError):
             return ""
         level = (meta.get("level") or {}).get("path")
-        level_d = self._folder_digest(level, folders)
-        char_d = self._folder_digest((meta.get("character") or {}).get("model"), folders)
+        level_d = self._model_digest(level, models)
+        char_d = self._model_digest((meta.get("character") or {}).get("model"), models)
         if level_d:
             levels[str(level)] = level_d
         return hashlib.sha256("|".join(d for d in (level_d, char_d) if d).encode()
@@ -245,10 +246,11 @@ class LevelUnit:
                 text = text.replace(dst, src)
         return text
 
-    def _folder_digest(self, rec: object, memo: dict[Path, str] | None = None) -> str:
-        """Content digest of the folder of a file as a trajectory records it ('' when not
-        recorded, or not there: never the checkout's parent folder for an empty path);
-        ``memo`` keeps each folder's digest for the rest of one step."""
+    def _model_digest(self, rec: object, memo: dict[Path, str] | None = None) -> str:
+        """Content digest of a model file as a trajectory records it: its folder and what it
+        references outside it (``AssetDigests.model``; '' when not recorded, or not there:
+        never the checkout's parent folder for an empty path); ``memo`` keeps each model's
+        digest for the rest of one step."""
         if not rec:
             return ""
         p = Path(str(rec))
@@ -256,10 +258,10 @@ class LevelUnit:
         if not p.exists():
             return ""
         if memo is None:
-            return self.ctx.digests.tree(p.parent)
-        if p.parent not in memo:
-            memo[p.parent] = self.ctx.digests.tree(p.parent)
-        return memo[p.parent]
+            return self.ctx.digests.model(p)
+        if p not in memo:
+            memo[p] = self.ctx.digests.model(p)
+        return memo[p]
 
     def recover(self, step: Step) -> None:
         if step.kind == "render":

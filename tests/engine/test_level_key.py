@@ -29,7 +29,7 @@ def test_the_node_names_each_levels_content_digest_in_the_instance(rendered):
         assert set(digests) == recorded, (digests, recorded)
         for rec in recorded:
             p = Path(rec) if Path(rec).is_absolute() else base / rec
-            assert digests[rec] == AssetDigests().tree(p.parent)  # its folder, by content
+            assert digests[rec] == AssetDigests().model(p)  # its folder (+ refs beside it)
             # ... and the render worker's renderer loaded it under that digest
             log = (f.parent / "renderer.log").read_text()
             assert f"render: level {rec} loaded, known by its content @ {digests[rec]}" in log, log
