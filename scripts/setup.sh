@@ -37,7 +37,7 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 # constraints.txt pins every package to the release the project was tested with
-# (scripts/pin_env.sh writes it; tests/test_environment.py checks it against the venv)
+# (scripts/pin_env.py writes it; tests/test_environment.py checks it against the venv)
 stamp=".venv/.wmforge-installed-$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing Python packages into .venv"

@@ -1,16 +1,19 @@
-"""The pinned environment: constraints.txt (scripts/pin_env.sh) names exactly the packages that
+"""The pinned environment: constraints.txt (scripts/pin_env.py) names exactly the packages that
 wmforge with its dev, ml and cluster extras needs, at the versions installed. scripts/setup.sh
 installs with it, so a fresh clone gets the releases the project was tested with."""
 
 from __future__ import annotations
 
-import importlib.metadata as md
+import importlib.util
 from pathlib import Path
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("pin_env", ROOT / "scripts" / "pin_env.py")
+assert _spec is not None and _spec.loader is not None
+pin_env = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pin_env)
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -25,40 +28,26 @@ def pins(path: Path) -> dict[str, str]:
     return out
 
 
-def closure(root: str, extras: set[str]) -> dict[str, str]:
-    """Installed name -> version for ``root`` and everything it requires (markers evaluated
-    here, extras followed)."""
-    seen: dict[str, set[str]] = {}
-    versions: dict[str, str] = {}
-    todo = [(root, extras)]
-    while todo:
-        name, want = todo.pop()
-        key = canonicalize_name(name)
-        if key in seen and want <= seen[key]:
-            continue
-        seen[key] = seen.get(key, set()) | want
-        dist = md.distribution(name)
-        versions[key] = dist.version
-        for r in dist.requires or []:
-            req = Requirement(r)
-            if req.marker is None or any(req.marker.evaluate({"extra": e})
-                                         for e in seen[key] | {""}):
-                todo.append((req.name, set(req.extras)))
-    return versions
-
-
 def test_constraints_pin_exactly_what_the_project_installs():
     pinned = pins(ROOT / "constraints.txt")
-    installed = closure("wmforge", {"dev", "ml", "cluster"})
-    installed.pop("wmforge")
+    installed = pin_env.closure()
     unpinned = sorted(set(installed) - set(pinned))
     stale = sorted(set(pinned) - set(installed))
     differ = sorted(f"{k}: installed {installed[k]}, pinned {pinned[k]}"
                     for k in set(installed) & set(pinned) if installed[k] != pinned[k])
-    hint = " (after a change to pyproject.toml's dependencies run scripts/pin_env.sh)"
+    hint = (" (after a change to pyproject.toml's dependencies: pip install -e "
+            "'.[dev,ml,cluster]', then python scripts/pin_env.py)")
     assert not unpinned, f"needed but not in constraints.txt: {unpinned}{hint}"
     assert not stale, f"in constraints.txt but needed by nothing: {stale}{hint}"
     assert not differ, f"constraints.txt and the environment disagree: {differ}{hint}"
+    assert "wmforge" not in pinned and "pandas" in pinned and "av" in pinned
+
+
+def test_the_closure_follows_extras_and_leaves_out_what_nothing_needs():
+    full, base = pin_env.closure(), pin_env.closure(extras=set())
+    assert "torch" in full and "torch" not in base  # the ml extra
+    assert "ray" in full and "pytest" in full and "pandas" in base
+    assert "pip" not in full  # installed in every venv, needed by nothing
 
 
 def test_a_malformed_pin_is_named(tmp_path):

@@ -85,17 +85,15 @@ class AssetDigests:
                 h.update(self.file(p).encode())
         return h.hexdigest()
 
-    def model(self, path: Path) -> str:
+    def model(self, path: Path, root: Path | None = None) -> str:
         """What a render reads of a model file (a level, a character): the digest of its
         folder (:meth:`tree`), combined with the digest of each file it references outside
-        that folder (``../Textures/``; :func:`~stages.cluster.model_refs.referenced_files`).
+        that folder but inside ``root``, its pack (``../Textures/``; :meth:`references`).
         A model with every reference inside its folder keeps its folder's digest."""
-        from .model_refs import referenced_files
-
-        folder = path.parent
-        real = Path(os.path.realpath(folder))
-        outside = [f for f in referenced_files(path) if real not in f.parents and f.is_file()]
-        digest = self.tree(folder)
+        real = Path(os.path.realpath(path.parent))
+        outside = [f for f in self.references(path, root)
+                   if real not in f.parents and f.is_file()]
+        digest = self.tree(path.parent)
         if not outside:
             return digest
         h = hashlib.sha256(digest.encode())
@@ -103,6 +101,28 @@ class AssetDigests:
             h.update(b"\0" + os.path.relpath(f, real).encode() + b"\0")
             h.update(self.file(f).encode())
         return h.hexdigest()
+
+    def references(self, path: Path, root: Path | None = None) -> list[Path]:
+        """:func:`~stages.cluster.model_refs.referenced_files`, cached like a digest under
+        the model file's stamp (an OBJ's are read each time: its ``.mtl`` files change on
+        their own), so an unchanged library is not read again."""
+        from .model_refs import referenced_files
+
+        if path.name.lower().endswith(".obj"):
+            return referenced_files(path, root)
+        try:
+            st = path.stat()
+        except OSError:
+            return []
+        key = f"refs:{path.resolve()}|{os.path.realpath(root) if root is not None else ''}"
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        hit = self.cache.get(key)
+        if hit and hit[:-1] == stamp and isinstance(hit[-1], list):
+            return [Path(x) for x in hit[-1]]
+        refs = referenced_files(path, root)
+        self.cache[key] = [*stamp, [str(r) for r in refs]]
+        self.dirty = True
+        return refs
 
     def save(self) -> None:
         if self.cache_file is None or not self.dirty:

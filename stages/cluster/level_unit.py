@@ -26,7 +26,7 @@ from .keys import (
     render_settings,
 )
 from .lifetimes import try_lock
-from .node_context import NodeContext
+from .node_context import NodeContext, copy_stable
 from .recovery import finished, level_parts, recover_instance
 from .row_readers import is_interior, level_dir_name, level_overrides, optional_number
 from .steps import Step, StepResult, python_argv, stale_tmp_dirs
@@ -74,17 +74,21 @@ class LevelUnit:
         self.path_map2: dict[str, str] = {}
         self.load_path = ""
         self.load_root = ""  # the staged copy of the level's pack (empty: not staged)
+        # digest of each pack folder staged for this unit (the level's, the characters'):
+        # checked again before Stage II, which keys its renders on the library's bytes
+        self.staged: dict[str, str] = {}
 
     # -------------------------------------------------------------- staging (§5.3, §12)
 
     def stage(self, slot_dir: Path) -> None:
         ctx = self.ctx
         self.load_path = self.load_root = ""
-        self.path_map1, self.path_map2 = {}, {}
+        self.path_map1, self.path_map2, self.staged = {}, {}, {}
         if not ctx.node.stage_assets or not self.pack.is_dir():
             return  # a missing pack: the engine process names the missing file per trajectory
         staged = slot_dir / "assets" / self.pack.name
-        shutil.copytree(self.pack, staged)  # links followed: the copy stands on its own
+        # links followed: the copy stands on its own
+        self.staged[str(self.pack)] = copy_stable(ctx.digests, self.pack, staged)
         self.load_path = str(staged / os.path.relpath(os.path.abspath(self.level_file),
                                                       os.path.abspath(self.pack)))
         self.load_root = str(staged)  # what the level's references may point into
@@ -96,7 +100,9 @@ class LevelUnit:
             tag = hashlib.sha256(os.path.abspath(cd).encode()).hexdigest()[:8]
             link = slot_dir / "characters" / f"{cd.name}-{tag}"
             link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(ctx.char_cache(cd).resolve())
+            cached = ctx.char_cache(cd).resolve()
+            self.staged[str(cd)] = cached.name.rsplit("-", 1)[1]  # <pack>-<digest[:12]>
+            link.symlink_to(cached)
             self.path_map1[str(cd)] = str(link)
             self.path_map2[os.path.abspath(cd)] = os.path.abspath(link)
 
@@ -113,11 +119,20 @@ class LevelUnit:
                 return step
             self.phase = "render" if self.render else "done"
         if self.phase == "render":
+            if self._staged_stale():  # the library changed since staging: what Stage II
+                self.cleanup(slot_dir)  # reads must be what its keys name (raises OSError:
+                self.stage(slot_dir)  # the runner fails the unit as staging_failed)
             step = self._render_step(instance)
             if step is not None:
                 return step
             self.phase = "done"
         return None
+
+    def _staged_stale(self) -> bool:
+        """Whether a staged pack's folder in the library has other bytes now (a character
+        pack's cached copy is known by its digest's first 12 hex digits)."""
+        return any(not self.ctx.digests.tree(Path(src)).startswith(d)
+                   for src, d in self.staged.items())
 
     def missing(self) -> list[int]:
         if self.load_failed:
@@ -258,10 +273,20 @@ class LevelUnit:
         if not p.exists():
             return ""
         if memo is None:
-            return self.ctx.digests.model(p)
+            return self.ctx.digests.model(p, self._pack_of(p))
         if p not in memo:
-            memo[p] = self.ctx.digests.model(p)
+            memo[p] = self.ctx.digests.model(p, self._pack_of(p))
         return memo[p]
+
+    def _pack_of(self, p: Path) -> Path:
+        """The library pack a model file lies in (what its references may point into); its
+        own folder for a file outside the library."""
+        lib = Path(os.path.realpath(self.ctx.library))
+        try:
+            rel = Path(os.path.realpath(p)).relative_to(lib)
+        except ValueError:
+            return p.parent
+        return lib / rel.parts[0] if len(rel.parts) > 1 else p.parent
 
     def recover(self, step: Step) -> None:
         if step.kind == "render":

@@ -59,31 +59,62 @@ class _Spawner:
     short-lived thread (a supervisor's, a pool's, a request handler's) it would die with
     that thread while its owner still runs it (the CI run of 2026-12-07 saw a child spawned
     from a thread that had just returned killed with SIGKILL). This thread ends only with
-    the process, so the children die with the process, as their owners expect."""
+    the process, so the children die with the process, as their owners expect.
+
+    Spawns are serialized: a child that blocks before its exec (a ``cwd`` on a hung mount)
+    holds up every later spawn of the process. A caller interrupted while it waits
+    (Ctrl-C) leaves no child behind: one already forked for it is killed and reaped."""
 
     def __init__(self) -> None:
+        self._reset()
+        # a forked copy of this process has neither the thread nor, maybe, a free lock
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
 
     def popen(self, argv: list[str], **kw) -> subprocess.Popen:
         with self._lock:
-            if self._pid != os.getpid():  # a forked copy of a process that had the thread
-                self._jobs, self._thread, self._pid = queue.SimpleQueue(), None, os.getpid()
             if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="armed-spawner",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, args=(self._jobs,),
+                                                name="armed-spawner", daemon=True)
                 self._thread.start()
             jobs = self._jobs
         fut: Future[subprocess.Popen] = Future()
         jobs.put((fut, argv, kw))
-        return fut.result()
+        try:
+            return fut.result()
+        except BaseException:
+            if fut.cancel():  # not started: nothing was forked
+                raise
+            proc = self._settle(fut)  # the caller's fds stay open until it is settled
+            if proc is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    if kw.get("start_new_session"):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    else:
+                        proc.kill()
+                proc.wait()
+            raise
 
-    def _run(self) -> None:
-        jobs = self._jobs
+    @staticmethod
+    def _settle(fut: Future) -> subprocess.Popen | None:
+        while True:
+            try:
+                return fut.result()
+            except KeyboardInterrupt:
+                continue
+            except Exception:  # noqa: BLE001 - the start failed: nothing to clean up
+                return None
+
+    @staticmethod
+    def _run(jobs: queue.SimpleQueue) -> None:
         while True:
             fut, argv, kw = jobs.get()
+            if not fut.set_running_or_notify_cancel():
+                continue  # its caller gave up before it started
             try:
                 fut.set_result(subprocess.Popen(argv, **kw))
             except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from Popen

@@ -1,97 +1,169 @@
 """The files a model file opens besides itself: a glTF's external buffers and images, an egg's
-texture and external-file references, an OBJ's material libraries and their texture maps.
-Used to key what a render reads (``stages.cluster.keys.AssetDigests.model``): a level whose
-textures lie outside its own folder (``../Textures/``) is another level when they change.
+texture (and alpha-file) and external-file references, an OBJ's material libraries and their
+texture maps. Used to key what a render reads (``stages.cluster.keys.AssetDigests.model``): a
+level whose textures lie outside its own folder (``../Textures/``) is another level when they
+change. Other formats (``.bam``, ``.fbx``) and the references of referenced files (an egg's
+``<File>`` eggs) are not followed.
 
-Paths are resolved relative to the referring file (symlinks too) and returned whether or not
-they exist; nothing is opened but the model file itself and an OBJ's ``.mtl`` files. A file
-that does not parse references nothing here (the asset guard and the loader report it).
-References are not checked against a pack root here (``asset_guard.resolve_ref`` does that
-before a load). It lives beside the keys, not in ``stages.core``: a change here changes
-no code version, so no trajectory or render is made again for it.
+References are resolved relative to the referring file (symlinks too) and kept only when they
+fall inside ``root`` (the pack): nothing outside it is ever read or hashed (the asset guard
+refuses such a level before it loads). Only the model file and an OBJ's ``.mtl`` files (at
+most ``MAX_READ`` bytes each) are read; a GLB is read up to its JSON chunk. A file that does
+not parse references nothing here (the asset guard and the loader report it).
+
+It lives beside the keys, not in ``stages.core``: a change here changes no code version, so
+no trajectory or render is made again for it.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import struct
 import zlib
 from pathlib import Path
 from urllib.parse import unquote
 
-from ..core.asset_guard import _EGG_REF, _SCHEME
-from ..core.gltf import GltfError, parse_glb, parse_gltf_json
+from ..core.asset_guard import _SCHEME
+from ..core.gltf import GltfError, parse_gltf_json
 
-_MTLLIB = re.compile(r"^\s*mtllib\s+(.+?)\s*$", re.MULTILINE)
-# map_Kd, map_Ks, map_Bump, bump, disp, decal, refl, norm ... with options before the name
-_MTL_MAP = re.compile(r"^\s*(?:map_\w+|bump|disp|decal|refl|norm)\s+(.+?)\s*$",
+MAX_READ = 64 << 20  # a model or material file larger than this references nothing here
+SUFFIXES = (".gltf", ".glb", ".egg", ".egg.pz", ".obj")
+
+# <Texture> name { "file" } and <File> name { "file" }; an alpha-file scalar inside a texture
+_EGG_REF = re.compile(rb"<(?:Texture|File)>\s*[^{\s]*\s*\{\s*(\"[^\"]*\"|[^\s}]+)")
+_EGG_ALPHA = re.compile(rb"<Scalar>\s*alpha-file\s*\{\s*(\"[^\"]*\"|[^\s}]+)", re.IGNORECASE)
+_MTLLIB = re.compile(r"^[ \t]*mtllib[ \t]+(.+?)[ \t]*$", re.MULTILINE)
+_MTL_MAP = re.compile(r"^[ \t]*(?:map_\w+|bump|disp|decal|refl|norm)[ \t]+(.+?)[ \t]*$",
                       re.MULTILINE | re.IGNORECASE)
+# MTL texture options and how many values each takes (-o, -s, -t: one to three numbers)
+_MTL_OPTS = {"-blendu": 1, "-blendv": 1, "-boost": 1, "-mm": 2, "-o": 3, "-s": 3, "-t": 3,
+             "-texres": 1, "-clamp": 1, "-bm": 1, "-imfchan": 1, "-type": 1, "-cc": 1}
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
-def _local(ref: str, base: Path) -> Path | None:
-    """``ref`` resolved against ``base``; None for an absolute path, a URI with a scheme or
-    an empty one (never followed)."""
-    ref = ref.strip().strip('"')
-    if not ref or _SCHEME.match(ref) or ref.startswith(("/", "\\")):
+def _inside(ref: str, base: Path, root: Path) -> Path | None:
+    """``ref`` (already unquoted) resolved against ``base``, if it stays inside ``root``;
+    None for an absolute path, a URI with a scheme, an empty one or one leaving ``root``."""
+    ref = ref.strip()
+    if len(ref) >= 2 and ref[0] == ref[-1] == '"':
+        ref = ref[1:-1]
+    ref = ref.replace("\\", "/")
+    if not ref or _SCHEME.match(ref) or ref.startswith("/"):
         return None
-    return Path(os.path.realpath(base / unquote(ref).replace("\\", "/")))
+    target = Path(os.path.realpath(base / ref))
+    return target if root in target.parents else None
 
 
-def _gltf_refs(path: Path, data: bytes) -> list[str]:
+def _read(path: Path, limit: int = MAX_READ) -> bytes | None:
     try:
-        doc = parse_glb(data)[0] if path.name.lower().endswith(".glb") else parse_gltf_json(data)
-    except GltfError:
+        if path.stat().st_size > limit:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _glb_json(path: Path) -> bytes | None:
+    """A GLB's JSON chunk, read without its binary chunk."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(20)
+            if len(head) < 20 or head[:4] != b"glTF":
+                return None
+            length, kind = struct.unpack_from("<II", head, 12)
+            if kind != 0x4E4F534A or length > MAX_READ:  # 'JSON'
+                return None
+            return f.read(length)
+    except OSError:
+        return None
+
+
+def _gltf_refs(path: Path, root: Path) -> list[Path]:
+    data = _glb_json(path) if path.name.lower().endswith(".glb") else _read(path)
+    if data is None:
         return []
-    if not isinstance(doc, dict):
+    try:
+        doc = parse_gltf_json(data)
+    except GltfError:
         return []
     out = []
     for key in ("buffers", "images"):
-        items = doc.get(key)
+        items = doc.get(key) if isinstance(doc, dict) else None
         for item in items if isinstance(items, list) else []:
             uri = item.get("uri") if isinstance(item, dict) else None
             if isinstance(uri, str) and not uri.startswith("data:"):
-                out.append(uri)
+                p = _inside(unquote(uri), path.parent, root)  # glTF URIs are percent-encoded
+                if p is not None:
+                    out.append(p)
     return out
 
 
-def _obj_refs(path: Path, text: str) -> list[Path]:
+def _egg_refs(path: Path, root: Path) -> list[Path]:
+    data = _read(path)
+    if data is None:
+        return []
+    if path.name.lower().endswith(".pz"):
+        try:
+            data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
+        except zlib.error:
+            return []
+    names = [m.group(1) for m in _EGG_REF.finditer(data)]
+    names += [m.group(1) for m in _EGG_ALPHA.finditer(data)]
+    refs = (_inside(n.decode("utf-8", "replace"), path.parent, root) for n in names)
+    return [p for p in refs if p is not None]
+
+
+def _mtl_map_name(arg: str) -> str:
+    """The file name of an MTL map statement's arguments: options skipped, the rest of the
+    line (a name may hold spaces)."""
+    words = arg.split()
+    i = 0
+    while i < len(words) and words[i].lower() in _MTL_OPTS:
+        n, i = _MTL_OPTS[words[i].lower()], i + 1
+        taken = 0
+        while taken < n and i < len(words) - 1 and (
+                _NUMBER.match(words[i]) or words[i].lower() in ("on", "off")
+                or (n == 1 and taken == 0)):
+            i, taken = i + 1, taken + 1
+    return " ".join(words[i:])
+
+
+def _obj_refs(path: Path, root: Path) -> list[Path]:
+    data = _read(path)
+    if data is None:
+        return []
     out: list[Path] = []
-    for m in _MTLLIB.finditer(text):
-        for name in m.group(1).split():
-            mtl = _local(name, path.parent)
+    for m in _MTLLIB.finditer(data.decode("utf-8", "replace")):
+        whole = m.group(1)
+        # one name with spaces (as Assimp reads it) if there is such a file, else several
+        # names (the OBJ spec)
+        one = _inside(whole, path.parent, root)
+        mtls = ([one] if one is not None and one.is_file() else
+                [_inside(n, path.parent, root) for n in whole.split()])
+        for mtl in mtls:
             if mtl is None:
                 continue
             out.append(mtl)
-            try:
-                mtext = mtl.read_text(errors="replace")
-            except OSError:
-                continue
-            for t in _MTL_MAP.finditer(mtext):
-                # the file name is the last word (options such as -bm 0.5 come first)
-                tex = _local(t.group(1).split()[-1], mtl.parent)
+            text = _read(mtl)
+            for t in _MTL_MAP.finditer(text.decode("utf-8", "replace") if text else ""):
+                tex = _inside(_mtl_map_name(t.group(1)), mtl.parent, root)
                 if tex is not None:
                     out.append(tex)
     return out
 
 
-def referenced_files(path: Path) -> list[Path]:
-    """The files ``path`` would make a loader open besides itself, sorted, without repeats."""
+def referenced_files(path: Path, root: Path | None = None) -> list[Path]:
+    """The files inside ``root`` (default: the file's folder) that ``path`` would make a
+    loader open besides itself, sorted, without repeats (existing or not)."""
+    real_root = Path(os.path.realpath(root if root is not None else path.parent))
     name = path.name.lower()
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return []
-    refs: list[Path] = []
     if name.endswith((".gltf", ".glb")):
-        refs = [p for p in (_local(u, path.parent) for u in _gltf_refs(path, data)) if p]
+        refs = _gltf_refs(path, real_root)
     elif name.endswith((".egg", ".egg.pz")):
-        if name.endswith(".pz"):
-            try:
-                data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
-            except zlib.error:
-                return []
-        refs = [p for p in (_local(m.group(2).decode("utf-8", "replace"), path.parent)
-                            for m in _EGG_REF.finditer(data)) if p]
+        refs = _egg_refs(path, real_root)
     elif name.endswith(".obj"):
-        refs = _obj_refs(path, data.decode("utf-8", "replace"))
+        refs = _obj_refs(path, real_root)
+    else:
+        refs = []
     return sorted(set(refs))

@@ -16,6 +16,20 @@ from ..core.engine_types import CharacterSpec
 from .keys import STAGE1_SOURCES, AssetDigests, code_version, pack_dir
 
 
+def copy_stable(digests: AssetDigests, src: Path, dst: Path, tries: int = 3) -> str:
+    """Copy the folder ``src`` to ``dst`` (links followed) and return the digest of what was
+    copied: ``src``'s digest before the copy, checked again after it. A pack edited while it
+    was copied (its digest changed) is copied again; one that keeps changing raises OSError
+    naming it. Without the check, a copy could hold bytes its key does not name."""
+    for _ in range(tries):
+        before = digests.tree(src)
+        shutil.copytree(src, dst)
+        if digests.tree(src) == before:
+            return before
+        shutil.rmtree(dst, ignore_errors=True)
+    raise OSError(f"{src} changed while it was copied, {tries} times in a row: not staged")
+
+
 @dataclass
 class NodeContext:
     """What every unit of one run shares."""
@@ -65,6 +79,11 @@ class NodeContext:
                 for stale in cache.glob(f".{dst.name}.tmp-*"):
                     shutil.rmtree(stale, ignore_errors=True)
                 tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
-                shutil.copytree(pack, tmp)  # links followed: the copy stands on its own
-                tmp.rename(dst)
+                got = copy_stable(self.digests, pack, tmp)
+                if got != digest:  # edited since it was named: named by what was copied
+                    dst = cache / f"{pack.name}-{got[:12]}"
+                if dst.exists():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:
+                    tmp.rename(dst)
         return dst

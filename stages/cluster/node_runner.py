@@ -228,7 +228,12 @@ class NodeRunner:
         slot.waiting = not self.limits.may_start(slot.plan)
         if slot.waiting:  # its device is at its limit after an out-of-memory (slot_limits)
             return
-        step = slot.unit.next_step(slot.plan, slot.folder, self.instance_id())
+        try:
+            step = slot.unit.next_step(slot.plan, slot.folder, self.instance_id())
+        except OSError as exc:  # staging again before Stage II (the library changed) failed
+            self._unit_failed(slot, "stage_assets", "staging_failed", f"{exc}", 1, "")
+            self._finish_unit(slot)
+            return
         if step is None:
             self._finish_unit(slot)
             return

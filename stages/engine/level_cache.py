@@ -77,7 +77,7 @@ class LevelCache:
             raise
         lighting = load_level_lighting(str(path))
         rep = r.load_level(model, lighting, source=str(lv.get("path", "")), stamp=stamp)
-        known = "content" if str(lv.get("path", "")) in self.digests else "size:mtime"
+        known = "content" if self.digests.get(str(lv.get("path", ""))) else "size:mtime"
         self.log(f"render: level {lv.get('path', '')} loaded, known by its {known} @ {stamp}")
         beat(0.0)
         r.warmup(self.s.warmup_frames)

@@ -104,3 +104,63 @@ def test_a_refused_start_reaches_the_caller_and_the_spawner_goes_on(tmp_path):
     except FileNotFoundError as exc:
         assert "no-such-dir" in str(exc)
     assert spawn_armed(["true"]).wait(10) == 0
+
+
+def test_a_forked_copy_of_the_process_spawns_though_the_lock_was_held(tmp_path):
+    """os.fork while another thread holds the spawner's lock: the child gets its own lock,
+    queue and thread (an at-fork reset), and its spawns work."""
+    from stages.cluster import lifetimes
+
+    assert lifetimes.spawn_armed(["true"]).wait(10) == 0  # the parent's thread runs
+    with lifetimes._SPAWNER._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: never back into pytest
+            code = 1
+            try:
+                code = lifetimes.spawn_armed(["true"]).wait(10)
+            finally:
+                os._exit(code)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("a forked child's spawn hung on the lock it inherited held")
+
+
+def test_a_caller_interrupted_while_its_child_starts_leaves_no_child(monkeypatch):
+    """Ctrl-C while the spawner thread forks the caller's child: the child is killed and
+    reaped, and the interrupt reaches the caller."""
+    from stages.cluster import lifetimes
+
+    real = subprocess.Popen
+    started: list[subprocess.Popen] = []
+
+    def slow_popen(*a, **k):  # the fork lands after the caller was interrupted
+        time.sleep(0.8)
+        p = real(*a, **k)
+        started.append(p)
+        return p
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifetimes.subprocess, "Popen", slow_popen)
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            lifetimes.spawn_armed(["sleep", "600"], start_new_session=True)
+            raise AssertionError("the interrupt must reach the caller")
+        except KeyboardInterrupt:
+            pass
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(started) == 1
+    assert started[0].returncode == -signal.SIGKILL  # killed and reaped before the raise
+    assert not is_running(started[0].pid)
