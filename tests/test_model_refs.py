@@ -60,20 +60,58 @@ def test_a_level_is_keyed_with_the_textures_outside_its_folder(tmp_path):
     assert AssetDigests().model(egg, pack) == after
 
 
-def test_references_are_cached_under_the_model_files_stamp(tmp_path):
+def test_references_are_cached_under_the_model_files_stamp(tmp_path, monkeypatch):
+    import stages.cluster.model_refs as mr
+
     egg, _maps = _egg_with_textures_outside(tmp_path)
-    cache = tmp_path / "digests.json"
+    pack, cache = tmp_path / "Pack", tmp_path / "digests.json"
     d = AssetDigests(cache)
-    first = d.references(egg, tmp_path / "Pack")
+    first = d.references(egg, pack)
     d.save()
     kept = json.loads(cache.read_text())
     entry = next(v for k, v in kept.items() if k.startswith("refs:"))
-    assert entry[-1] == [str(p) for p in first] and len(first) == 12
+    assert entry[-1] == mr.raw_references(egg) and len(first or []) == 12
+    assert entry[-1][0].startswith("../maps/")  # as written: resolved at each call
+    reads: list[Path] = []
+    real = mr.raw_references
+    monkeypatch.setattr(mr, "raw_references", lambda q: reads.append(q) or real(q))
+    assert AssetDigests(cache).references(egg, pack) == first and reads == []  # a hit
     text = zlib.decompress(egg.read_bytes()).replace(b'"../maps/envir-rock1.jpg"',
                                                     b'"../maps/envir-rock2.jpg"')
     egg.write_bytes(zlib.compress(text))  # rewritten: its stamp changes, the list with it
-    again = AssetDigests(cache).references(egg, tmp_path / "Pack")
-    assert len(again) == 11 and not [p for p in again if p.name == "envir-rock1.jpg"]
+    again = AssetDigests(cache).references(egg, pack) or []
+    assert reads == [egg] and len(again) == 11
+    assert not [q for q in again if q.name == "envir-rock1.jpg"]
+
+
+def test_a_retargeted_link_is_another_level_though_the_file_is_unchanged(tmp_path):
+    egg, maps = _egg_with_textures_outside(tmp_path)
+    pack = tmp_path / "Pack"
+    other = tmp_path / "Pack" / "Content" / "maps2"
+    shutil.copytree(maps, other)
+    (other / "envir-rock1.jpg").write_bytes(b"another rock")
+    moved = tmp_path / "Pack" / "Content" / "maps1"
+    maps.rename(moved)
+    maps.symlink_to("maps1")
+    d = AssetDigests()
+    before = d.model(egg, pack)
+    maps.unlink()
+    maps.symlink_to("maps2")  # the egg's bytes and stamp unchanged, its textures not
+    assert d.model(egg, pack) != before
+
+
+def test_a_model_too_large_to_read_is_keyed_with_its_whole_pack(tmp_path, monkeypatch):
+    import stages.cluster.model_refs as mr
+
+    egg, _maps = _egg_with_textures_outside(tmp_path)
+    pack = tmp_path / "Pack"
+    monkeypatch.setattr(mr, "MAX_READ", 100)  # the egg is larger: its references unknown
+    assert mr.referenced_files(egg, pack) is None
+    d = AssetDigests()
+    k = d.model(egg, pack)
+    assert k not in (d.tree(egg.parent), d.tree(pack))
+    (pack / "README.txt").write_text("any file of the pack")
+    assert AssetDigests().model(egg, pack) != k  # the safe side: the whole pack
 
 
 def test_a_level_with_everything_in_its_folder_keeps_its_folder_digest():
@@ -137,7 +175,7 @@ def test_mtl_maps_with_options_spaces_and_quotes(tmp_path):
         "map_d\n"
         "newmtl b\n"
         "map_Ka ../Tex/a%20b.png\n"
-        "map_d -s 1 1 1 ../Tex/d.png\n")
+        "map_d -s 1 1 1 -o 0 0 0 ../Tex/d.png\r\n")
     (maps / "l.obj").write_text("mtllib lib one.mtl\nv 0 0 0\n")
     got = referenced_files(maps / "l.obj", pack)
     want = [maps / "lib one.mtl", tex / "my tex.png", tex / "bump.png", tex / "spec.png",
@@ -146,14 +184,15 @@ def test_mtl_maps_with_options_spaces_and_quotes(tmp_path):
     assert not [p for p in got if p.name in ("b", "tex.png")]  # no word of another line
 
 
-def test_an_eggs_alpha_file_is_a_reference(tmp_path):
+def test_an_eggs_alpha_file_any_case_and_quoted_names_are_references(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "m").mkdir()
     egg = tmp_path / "m" / "a.egg"
-    egg.write_text('<Texture> leaf {\n  "../t/leaf.png"\n  <Scalar> alpha-file { '
-                   '"../t/leaf_a.png" }\n}\n')
-    assert referenced_files(egg, tmp_path) == [(tmp_path / "t" / "leaf.png").resolve(),
-                                               (tmp_path / "t" / "leaf_a.png").resolve()]
+    egg.write_text('<Texture> leaf {\r\n  "../t/leaf.png"\r\n  <Scalar> alpha-file { '
+                   '"../t/leaf_a.png" }\r\n}\r\n<texture> b { "../t/b.png" }\n'
+                   '<TEXTURE> "my tex" { "../t/my tex.png" }\n')
+    assert referenced_files(egg, tmp_path) == sorted(
+        (tmp_path / "t" / n).resolve() for n in ("leaf.png", "leaf_a.png", "b.png", "my tex.png"))
 
 
 def test_a_file_that_does_not_parse_references_nothing(tmp_path):

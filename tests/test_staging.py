@@ -5,6 +5,7 @@ under the new key would look current). On the real PyBullet stadium (OBJ, MTL, J
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -26,12 +27,14 @@ def lib(sample_library, tmp_path) -> Path:
     return out
 
 
-def _unit(lib: Path, tmp: Path) -> LevelUnit:
-    cfg = load_params()
+def _unit(lib: Path, tmp: Path, chars: list[Path] | None = None,
+          indices: list[int] | None = None) -> LevelUnit:
+    cfg = load_params(overrides=[f"node.work_dir={tmp / 'work'}"])
     ctx = NodeContext(cfg, lib, tmp / "traj", tmp / "renders", cfg.render,
-                      digests=AssetDigests())
-    row = {"level_id": "PyBulletData/stadium", "path": str(REL / "stadium.obj")}
-    return LevelUnit(ctx, row, None, True, char_dirs=[])
+                      digests=AssetDigests(), char_packs=list(chars or []))
+    row = {"level_id": "PyBulletData/stadium", "path": str(REL / "stadium.obj"), "scale": 1.0,
+           "up_axis": "Z"}
+    return LevelUnit(ctx, row, indices, True, char_dirs=list(chars or []))
 
 
 def test_a_pack_edited_after_staging_is_staged_again_before_stage_two(lib, tmp_path):
@@ -86,3 +89,108 @@ def test_a_pack_that_keeps_changing_is_not_staged_and_is_named(lib, tmp_path, mo
     with pytest.raises(OSError, match="PyBulletData changed while it was copied, 3 times"):
         unit.stage(slot)
     assert not (slot / "assets" / "PyBulletData").exists()
+
+
+def test_a_character_pack_edited_after_staging_is_linked_anew(lib, sample_library, tmp_path):
+    shutil.copytree(sample_library / "CharacterPack", lib / "CharacterPack")
+    pack = lib / "CharacterPack"
+    unit, slot = _unit(lib, tmp_path, [pack]), tmp_path / "slot"
+    unit.stage(slot)
+    link = next((slot / "characters").iterdir())
+    first = link.resolve()
+    f = next(p for p in sorted(pack.rglob("*")) if p.is_file())
+    f.write_bytes(f.read_bytes() + b"edited")
+    assert unit.next_step(None, slot, "i1") is None  # type: ignore[arg-type]
+    again = next((slot / "characters").iterdir()).resolve()
+    assert again != first and (again / f.relative_to(pack)).read_bytes() == f.read_bytes()
+    assert again.name.endswith(AssetDigests().tree(pack)[:12])
+
+
+def test_trajectories_made_on_the_old_pack_are_made_again_before_stage_two(lib, tmp_path):
+    unit, slot = _unit(lib, tmp_path, indices=[0]), tmp_path / "slot"
+    unit.stage(slot)
+    old = unit.chash
+    unit.phase = "render"  # as after its Stage I
+    src = lib / REL / "stadium_grass.jpg"
+    src.write_bytes(src.read_bytes() + b"edited")
+    step = unit.next_step(None, slot, "i1")  # type: ignore[arg-type]
+    assert step is not None and step.kind == "stage1" and unit.chash != old
+    assert (slot / "assets" / REL / "stadium_grass.jpg").read_bytes() == src.read_bytes()
+
+
+def test_a_failed_restaging_fails_the_unit_naming_the_library_pack(lib, tmp_path, monkeypatch):
+    from stages.cluster.steps import StagingError
+
+    unit, slot = _unit(lib, tmp_path), tmp_path / "slot"
+    unit.stage(slot)
+    src = lib / REL / "stadium_grass.jpg"
+    src.write_bytes(src.read_bytes() + b"edited")
+    real = shutil.copytree
+
+    def copy_then_edit(a, b, *k, **kw):  # every copy sees the pack change under it
+        out = real(a, b, *k, **kw)
+        if Path(a) == lib / "PyBulletData":
+            src.write_bytes(src.read_bytes() + b"x")
+        return out
+
+    monkeypatch.setattr(node_context.shutil, "copytree", copy_then_edit)
+    with pytest.raises(StagingError) as err:
+        unit.next_step(None, slot, "i1")  # type: ignore[arg-type]
+    assert err.value.stage == "render" and str(lib / "PyBulletData") in err.value.detail
+    assert str(slot) not in err.value.detail and "changed while it was copied" in err.value.detail
+
+
+def test_a_linked_pack_is_the_root_of_its_references(lib, tmp_path):
+    """A library whose pack folder is a symbolic link: the pack is the link, as written."""
+    real_pack = tmp_path / "elsewhere" / "PyBulletData"
+    real_pack.parent.mkdir()
+    (lib / "PyBulletData").rename(real_pack)
+    (lib / "PyBulletData").symlink_to(real_pack)
+    unit = _unit(lib, tmp_path)
+    level = lib / REL / "stadium.obj"
+    assert unit._pack_of(level) == Path(os.path.abspath(lib / "PyBulletData"))
+
+
+class _RestageFails:
+    """A unit whose staging again before Stage II fails (the runner's side of it)."""
+
+    unit_id = level_id = "Pack/Level"
+
+    def __init__(self) -> None:
+        self.cleaned = 0
+
+    def stage(self, slot_dir: Path) -> None:
+        (slot_dir / "assets").mkdir(parents=True, exist_ok=True)
+
+    def next_step(self, slot, slot_dir: Path, instance: str):
+        from stages.cluster.steps import StagingError
+
+        raise StagingError("render", "lib/Pack: staging again after a change in the library "
+                           "failed: no space left on device")
+
+    def step_ended(self, result) -> None:
+        raise AssertionError("no step ran")
+
+    def recover(self, step) -> None:
+        pass
+
+    def cleanup(self, slot_dir: Path) -> None:
+        self.cleaned += 1
+
+
+def test_the_runner_fails_a_unit_whose_restaging_fails_and_goes_on(tmp_path):
+    from stages.cluster.node_runner import NodeRunner
+    from stages.cluster.steps import UnitFailure
+
+    cfg = load_params(overrides=[f"node.work_dir={tmp_path / 'work'}", "node.cpu_slots=1",
+                                 "node.gpus=[]"])
+    units = [_RestageFails(), _RestageFails()]
+    r = NodeRunner(cfg.node, log=lambda m: None)
+    try:
+        fails = r.run(units)  # type: ignore[arg-type]
+    finally:
+        r.release()
+    want = UnitFailure("Pack/Level", "Pack/Level", "render", "staging_failed",
+                       "lib/Pack: staging again after a change in the library failed: no "
+                       "space left on device", 1, "")
+    assert fails == [want, want] and [u.cleaned for u in units] == [1, 1]

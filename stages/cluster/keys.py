@@ -89,11 +89,15 @@ class AssetDigests:
         """What a render reads of a model file (a level, a character): the digest of its
         folder (:meth:`tree`), combined with the digest of each file it references outside
         that folder but inside ``root``, its pack (``../Textures/``; :meth:`references`).
-        A model with every reference inside its folder keeps its folder's digest."""
-        real = Path(os.path.realpath(path.parent))
-        outside = [f for f in self.references(path, root)
-                   if real not in f.parents and f.is_file()]
+        A model with every reference inside its folder keeps its folder's digest; one whose
+        references are unknown (a file too large to read) is keyed with its whole pack."""
         digest = self.tree(path.parent)
+        refs = self.references(path, root)
+        if refs is None:
+            return (hashlib.sha256(f"{digest}|pack:{self.tree(root)}".encode()).hexdigest()
+                    if root is not None else digest)
+        real = Path(os.path.realpath(path.parent))
+        outside = [f for f in refs if real not in f.parents and f.is_file()]
         if not outside:
             return digest
         h = hashlib.sha256(digest.encode())
@@ -102,27 +106,29 @@ class AssetDigests:
             h.update(self.file(f).encode())
         return h.hexdigest()
 
-    def references(self, path: Path, root: Path | None = None) -> list[Path]:
-        """:func:`~stages.cluster.model_refs.referenced_files`, cached like a digest under
-        the model file's stamp (an OBJ's are read each time: its ``.mtl`` files change on
-        their own), so an unchanged library is not read again."""
-        from .model_refs import referenced_files
+    def references(self, path: Path, root: Path | None = None) -> list[Path] | None:
+        """:func:`~stages.cluster.model_refs.referenced_files` of ``path`` inside ``root``
+        (None: unknown). A glTF's or egg's references as written are cached like a digest,
+        under the file's stamp, and resolved at each call (a retargeted symlink resolves
+        anew); an OBJ's are read each time (its ``.mtl`` files change on their own)."""
+        from . import model_refs
 
         if path.name.lower().endswith(".obj"):
-            return referenced_files(path, root)
+            return model_refs.referenced_files(path, root)
         try:
             st = path.stat()
         except OSError:
             return []
-        key = f"refs:{path.resolve()}|{os.path.realpath(root) if root is not None else ''}"
+        key = f"refs:{path.resolve()}"
         stamp = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         hit = self.cache.get(key)
-        if hit and hit[:-1] == stamp and isinstance(hit[-1], list):
-            return [Path(x) for x in hit[-1]]
-        refs = referenced_files(path, root)
-        self.cache[key] = [*stamp, [str(r) for r in refs]]
-        self.dirty = True
-        return refs
+        if hit and hit[:-1] == stamp and (hit[-1] is None or isinstance(hit[-1], list)):
+            raw = hit[-1]
+        else:
+            raw = model_refs.raw_references(path)
+            self.cache[key] = [*stamp, raw]
+            self.dirty = True
+        return None if raw is None else model_refs.referenced_files(path, root, raw)
 
     def save(self) -> None:
         if self.cache_file is None or not self.dirty:

@@ -29,7 +29,9 @@ from .lifetimes import try_lock
 from .node_context import NodeContext, copy_stable
 from .recovery import finished, level_parts, recover_instance
 from .row_readers import is_interior, level_dir_name, level_overrides, optional_number
-from .steps import Step, StepResult, python_argv, stale_tmp_dirs
+from .steps import StagingError, Step, StepResult, python_argv, stale_tmp_dirs
+
+MAX_RESTAGES = 2  # a pack changing again and again while its unit runs fails the unit
 
 
 def unreal_spec(cfg: WmforgeConfig, level_file: Path) -> dict:
@@ -58,10 +60,7 @@ class LevelUnit:
         self.unit_id = unit_id or self.level_id
         self.indices, self.render = indices, render
         self.phase = "stage1" if indices is not None else ("render" if render else "done")
-        self.chash = ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale",
-                                                         "up_axis") if k in row}
-                                    | level_overrides(row)
-                                    | {"interior": is_interior(row)}) if indices else ""
+        self.chash = self._stage1_key() if indices else ""
         self.out = ctx.traj_root / level_dir_name(self.level_id)
         self.stage1_failures: list[dict] = []
         self.render_failures: list[dict] = []
@@ -77,6 +76,7 @@ class LevelUnit:
         # digest of each pack folder staged for this unit (the level's, the characters'):
         # checked again before Stage II, which keys its renders on the library's bytes
         self.staged: dict[str, str] = {}
+        self.restages = 0
 
     # -------------------------------------------------------------- staging (§5.3, §12)
 
@@ -119,14 +119,42 @@ class LevelUnit:
                 return step
             self.phase = "render" if self.render else "done"
         if self.phase == "render":
-            if self._staged_stale():  # the library changed since staging: what Stage II
-                self.cleanup(slot_dir)  # reads must be what its keys name (raises OSError:
-                self.stage(slot_dir)  # the runner fails the unit as staging_failed)
+            if self._staged_stale():
+                self._restage(slot_dir)
+                if self.phase == "stage1":
+                    return self.next_step(slot, slot_dir, instance)
             step = self._render_step(instance)
             if step is not None:
                 return step
             self.phase = "done"
         return None
+
+    def _stage1_key(self) -> str:
+        row = self.row
+        return self.ctx.stage1_key({k: row[k] for k in ("level_id", "path", "scale", "up_axis")
+                                    if k in row}
+                                   | level_overrides(row) | {"interior": is_interior(row)})
+
+    def _restage(self, slot_dir: Path) -> None:
+        """The library changed since this unit staged it: stage again, so that what Stage II
+        reads is what its keys name; a unit that made trajectories on the old packs makes
+        them again first (their key names the packs). Raises StagingError."""
+        self.restages += 1
+        if self.restages > MAX_RESTAGES:
+            raise StagingError("render", f"{self.pack}: changed in the library "
+                               f"{self.restages} times while this unit ran: not rendered")
+        self.cleanup(slot_dir)
+        try:
+            self.stage(slot_dir)
+        except OSError as exc:
+            self.cleanup(slot_dir)
+            detail = str(exc).replace(os.path.abspath(slot_dir), "<slot>").replace(
+                str(slot_dir), "<slot>")
+            raise StagingError("render", f"{self.pack}: staging again after a change in the "
+                               f"library failed: {detail}") from None
+        if self.indices:
+            self.chash = self._stage1_key()
+            self.phase = "stage1"
 
     def _staged_stale(self) -> bool:
         """Whether a staged pack's folder in the library has other bytes now (a character
@@ -281,9 +309,9 @@ class LevelUnit:
     def _pack_of(self, p: Path) -> Path:
         """The library pack a model file lies in (what its references may point into); its
         own folder for a file outside the library."""
-        lib = Path(os.path.realpath(self.ctx.library))
+        lib = Path(os.path.abspath(self.ctx.library))  # as written: a pack may be a link
         try:
-            rel = Path(os.path.realpath(p)).relative_to(lib)
+            rel = Path(os.path.abspath(p)).relative_to(lib)
         except ValueError:
             return p.parent
         return lib / rel.parts[0] if len(rel.parts) > 1 else p.parent

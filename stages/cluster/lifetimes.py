@@ -65,7 +65,10 @@ class _Spawner:
     holds up every later spawn of the process. A caller interrupted while it waits
     (Ctrl-C) leaves no child behind: one already forked for it is killed and reaped."""
 
+    SETTLE_S = 30.0  # how long an interrupted caller waits for its child's start
+
     def __init__(self) -> None:
+        self._popen = subprocess.Popen  # what forks (a test slows it down)
         self._reset()
         # a forked copy of this process has neither the thread nor, maybe, a free lock
         os.register_at_fork(after_in_child=self._reset)
@@ -87,38 +90,45 @@ class _Spawner:
         try:
             return fut.result()
         except BaseException:
-            if fut.cancel():  # not started: nothing was forked
-                raise
-            proc = self._settle(fut)  # the caller's fds stay open until it is settled
-            if proc is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    if kw.get("start_new_session"):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    else:
-                        proc.kill()
-                proc.wait()
+            if not fut.cancel():  # started: its child must not outlive this call
+                self._settle(fut, kw)
             raise
 
-    @staticmethod
-    def _settle(fut: Future) -> subprocess.Popen | None:
-        while True:
+    def _settle(self, fut: Future, kw: dict) -> None:
+        """Wait for a started job (through further interrupts, up to SETTLE_S: the caller's
+        fds stay open meanwhile), then kill and reap its child. A job still starting then is
+        left to the spawner thread, which kills its child as it comes."""
+        deadline = time.monotonic() + self.SETTLE_S
+        while not fut.done() and time.monotonic() < deadline:
             try:
-                return fut.result()
-            except KeyboardInterrupt:
+                fut.exception(timeout=max(0.0, deadline - time.monotonic()))
+            except BaseException:  # noqa: BLE001 - another interrupt, a timeout: go on
                 continue
-            except Exception:  # noqa: BLE001 - the start failed: nothing to clean up
-                return None
+        fut.add_done_callback(lambda f: _kill_started(f, kw))
 
-    @staticmethod
-    def _run(jobs: queue.SimpleQueue) -> None:
+    def _run(self, jobs: queue.SimpleQueue) -> None:
         while True:
             fut, argv, kw = jobs.get()
             if not fut.set_running_or_notify_cancel():
                 continue  # its caller gave up before it started
             try:
-                fut.set_result(subprocess.Popen(argv, **kw))
+                fut.set_result(self._popen(argv, **kw))
             except BaseException as exc:  # noqa: BLE001 - the caller gets it, as from Popen
                 fut.set_exception(exc)
+
+
+def _kill_started(fut: Future, kw: dict) -> None:
+    """Kill and reap the child of a job whose caller is gone (nothing if it failed)."""
+    if fut.cancelled() or fut.exception() is not None:
+        return
+    proc = fut.result()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if kw.get("start_new_session"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10)
 
 
 _SPAWNER = _Spawner()

@@ -5,11 +5,13 @@ level whose textures lie outside its own folder (``../Textures/``) is another le
 change. Other formats (``.bam``, ``.fbx``) and the references of referenced files (an egg's
 ``<File>`` eggs) are not followed.
 
-References are resolved relative to the referring file (symlinks too) and kept only when they
-fall inside ``root`` (the pack): nothing outside it is ever read or hashed (the asset guard
-refuses such a level before it loads). Only the model file and an OBJ's ``.mtl`` files (at
-most ``MAX_READ`` bytes each) are read; a GLB is read up to its JSON chunk. A file that does
-not parse references nothing here (the asset guard and the loader report it).
+:func:`raw_references` reads a glTF or egg file's references as written (cacheable under the
+file's stamp); :func:`referenced_files` resolves them relative to the referring file (symlinks
+too, at each call) and keeps only those inside ``root`` (the pack): nothing outside it is ever
+read or hashed (the asset guard refuses such a level before it loads). Only the model file and
+an OBJ's ``.mtl`` files are read (a GLB up to its JSON chunk). A file larger than
+``MAX_READ`` gives None: its references are unknown (the caller keys the whole pack). A file
+that does not parse references nothing here (the asset guard and the loader report it).
 
 It lives beside the keys, not in ``stages.core``: a change here changes no code version, so
 no trajectory or render is made again for it.
@@ -27,19 +29,25 @@ from urllib.parse import unquote
 from ..core.asset_guard import _SCHEME
 from ..core.gltf import GltfError, parse_gltf_json
 
-MAX_READ = 64 << 20  # a model or material file larger than this references nothing here
+MAX_READ = 256 << 20  # a model or material file larger than this: references unknown
 SUFFIXES = (".gltf", ".glb", ".egg", ".egg.pz", ".obj")
 
-# <Texture> name { "file" } and <File> name { "file" }; an alpha-file scalar inside a texture
-_EGG_REF = re.compile(rb"<(?:Texture|File)>\s*[^{\s]*\s*\{\s*(\"[^\"]*\"|[^\s}]+)")
+# <Texture> name { "file" } and <File> name { "file" } (egg keywords are case-insensitive; a
+# name may be quoted, with spaces); an alpha-file scalar inside a texture
+_EGG_REF = re.compile(rb"<(?:Texture|File)>\s*(?:\"[^\"]*\"|[^{\s]*)\s*\{\s*(\"[^\"]*\"|[^\s}]+)",
+                      re.IGNORECASE)
 _EGG_ALPHA = re.compile(rb"<Scalar>\s*alpha-file\s*\{\s*(\"[^\"]*\"|[^\s}]+)", re.IGNORECASE)
-_MTLLIB = re.compile(r"^[ \t]*mtllib[ \t]+(.+?)[ \t]*$", re.MULTILINE)
-_MTL_MAP = re.compile(r"^[ \t]*(?:map_\w+|bump|disp|decal|refl|norm)[ \t]+(.+?)[ \t]*$",
+_MTLLIB = re.compile(r"^[ \t]*mtllib[ \t]+(.+?)[ \t\r]*$", re.MULTILINE)
+_MTL_MAP = re.compile(r"^[ \t]*(?:map_\w+|bump|disp|decal|refl|norm)[ \t]+(.+?)[ \t\r]*$",
                       re.MULTILINE | re.IGNORECASE)
 # MTL texture options and how many values each takes (-o, -s, -t: one to three numbers)
 _MTL_OPTS = {"-blendu": 1, "-blendv": 1, "-boost": 1, "-mm": 2, "-o": 3, "-s": 3, "-t": 3,
              "-texres": 1, "-clamp": 1, "-bm": 1, "-imfchan": 1, "-type": 1, "-cc": 1}
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+class TooLarge(Exception):
+    """A file over MAX_READ: its references are unknown."""
 
 
 def _inside(ref: str, base: Path, root: Path) -> Path | None:
@@ -55,10 +63,11 @@ def _inside(ref: str, base: Path, root: Path) -> Path | None:
     return target if root in target.parents else None
 
 
-def _read(path: Path, limit: int = MAX_READ) -> bytes | None:
+def _read(path: Path) -> bytes | None:
+    """The file's bytes (None: unreadable); TooLarge over MAX_READ."""
     try:
-        if path.stat().st_size > limit:
-            return None
+        if path.stat().st_size > MAX_READ:
+            raise TooLarge(str(path))
         return path.read_bytes()
     except OSError:
         return None
@@ -72,14 +81,16 @@ def _glb_json(path: Path) -> bytes | None:
             if len(head) < 20 or head[:4] != b"glTF":
                 return None
             length, kind = struct.unpack_from("<II", head, 12)
-            if kind != 0x4E4F534A or length > MAX_READ:  # 'JSON'
+            if kind != 0x4E4F534A:  # 'JSON'
                 return None
+            if length > MAX_READ:
+                raise TooLarge(str(path))
             return f.read(length)
     except OSError:
         return None
 
 
-def _gltf_refs(path: Path, root: Path) -> list[Path]:
+def _gltf_names(path: Path) -> list[str]:
     data = _glb_json(path) if path.name.lower().endswith(".glb") else _read(path)
     if data is None:
         return []
@@ -93,13 +104,11 @@ def _gltf_refs(path: Path, root: Path) -> list[Path]:
         for item in items if isinstance(items, list) else []:
             uri = item.get("uri") if isinstance(item, dict) else None
             if isinstance(uri, str) and not uri.startswith("data:"):
-                p = _inside(unquote(uri), path.parent, root)  # glTF URIs are percent-encoded
-                if p is not None:
-                    out.append(p)
+                out.append(unquote(uri))  # glTF URIs are percent-encoded; eggs' names are not
     return out
 
 
-def _egg_refs(path: Path, root: Path) -> list[Path]:
+def _egg_names(path: Path) -> list[str]:
     data = _read(path)
     if data is None:
         return []
@@ -108,10 +117,23 @@ def _egg_refs(path: Path, root: Path) -> list[Path]:
             data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
         except zlib.error:
             return []
-    names = [m.group(1) for m in _EGG_REF.finditer(data)]
-    names += [m.group(1) for m in _EGG_ALPHA.finditer(data)]
-    refs = (_inside(n.decode("utf-8", "replace"), path.parent, root) for n in names)
-    return [p for p in refs if p is not None]
+    found = [m.group(1) for m in _EGG_REF.finditer(data)]
+    found += [m.group(1) for m in _EGG_ALPHA.finditer(data)]
+    return [n.strip(b"\"").decode("utf-8", "replace") for n in found]
+
+
+def raw_references(path: Path) -> list[str] | None:
+    """A glTF's or egg's references as written (relative to its folder; glTF URIs
+    unquoted), in file order; [] for other formats; None when the file is over MAX_READ."""
+    name = path.name.lower()
+    try:
+        if name.endswith((".gltf", ".glb")):
+            return _gltf_names(path)
+        if name.endswith((".egg", ".egg.pz")):
+            return _egg_names(path)
+    except TooLarge:
+        return None
+    return []
 
 
 def _mtl_map_name(arg: str) -> str:
@@ -153,17 +175,20 @@ def _obj_refs(path: Path, root: Path) -> list[Path]:
     return out
 
 
-def referenced_files(path: Path, root: Path | None = None) -> list[Path]:
+def referenced_files(path: Path, root: Path | None = None,
+                     raw: list[str] | None = None) -> list[Path] | None:
     """The files inside ``root`` (default: the file's folder) that ``path`` would make a
-    loader open besides itself, sorted, without repeats (existing or not)."""
+    loader open besides itself, sorted, without repeats (existing or not); None when they
+    are unknown (a file over MAX_READ). ``raw``: :func:`raw_references` of ``path`` when
+    the caller has them (a cache)."""
     real_root = Path(os.path.realpath(root if root is not None else path.parent))
-    name = path.name.lower()
-    if name.endswith((".gltf", ".glb")):
-        refs = _gltf_refs(path, real_root)
-    elif name.endswith((".egg", ".egg.pz")):
-        refs = _egg_refs(path, real_root)
-    elif name.endswith(".obj"):
-        refs = _obj_refs(path, real_root)
-    else:
-        refs = []
-    return sorted(set(refs))
+    if path.name.lower().endswith(".obj"):
+        try:
+            return sorted(set(_obj_refs(path, real_root)))
+        except TooLarge:
+            return None
+    names = raw_references(path) if raw is None else raw
+    if names is None:
+        return None
+    refs = (_inside(n, path.parent, real_root) for n in names)
+    return sorted({p for p in refs if p is not None})

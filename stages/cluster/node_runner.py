@@ -37,7 +37,7 @@ from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
 from .slot_limits import SlotLimits, group_of, oom_group
 from .snapshots import write_snapshot
-from .steps import Step, StepResult, Unit, UnitFailure, step_signature
+from .steps import StagingError, Step, StepResult, Unit, UnitFailure, step_signature
 
 POLL_S = 0.2
 
@@ -230,8 +230,8 @@ class NodeRunner:
             return
         try:
             step = slot.unit.next_step(slot.plan, slot.folder, self.instance_id())
-        except OSError as exc:  # staging again before Stage II (the library changed) failed
-            self._unit_failed(slot, "stage_assets", "staging_failed", f"{exc}", 1, "")
+        except StagingError as exc:  # staging again (the library changed) failed
+            self._unit_failed(slot, exc.stage, "staging_failed", exc.detail, 1, "")
             self._finish_unit(slot)
             return
         if step is None:

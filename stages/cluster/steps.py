@@ -49,6 +49,15 @@ class StepResult:
     final: bool = False  # a failure after the last retry: the unit moves on without this step
 
 
+class StagingError(Exception):
+    """A unit's assets could not be staged again before a step (``next_step``): the runner
+    fails the unit with reason ``staging_failed`` and this message (library paths only)."""
+
+    def __init__(self, stage: str, detail: str):
+        super().__init__(detail)
+        self.stage, self.detail = stage, detail
+
+
 class Unit(Protocol):
     """A unit of work for one slot (a level's lifecycle)."""
 

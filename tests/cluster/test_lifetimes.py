@@ -133,34 +133,83 @@ def test_a_forked_copy_of_the_process_spawns_though_the_lock_was_held(tmp_path):
 
 
 def test_a_caller_interrupted_while_its_child_starts_leaves_no_child(monkeypatch):
-    """Ctrl-C while the spawner thread forks the caller's child: the child is killed and
-    reaped, and the interrupt reaches the caller."""
+    """Ctrl-C while the spawner thread forks the caller's child (a second Ctrl-C too): the
+    child is killed and reaped, and the first interrupt reaches the caller."""
     from stages.cluster import lifetimes
 
     real = subprocess.Popen
     started: list[subprocess.Popen] = []
+    forking = threading.Event()
+    interrupts: list[int] = []
 
     def slow_popen(*a, **k):  # the fork lands after the caller was interrupted
+        forking.set()
         time.sleep(0.8)
         p = real(*a, **k)
         started.append(p)
         return p
 
     def interrupt(*_):
+        if not forking.is_set():  # not picked up yet: interrupt once it is
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        interrupts.append(1)
+        if len(interrupts) == 1:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)  # a second Ctrl-C while it settles
+        raise KeyboardInterrupt(len(interrupts))
+
+    monkeypatch.setattr(lifetimes._SPAWNER, "_popen", slow_popen)
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        try:
+            lifetimes.spawn_armed(["sleep", "600"], start_new_session=True)
+            raise AssertionError("the interrupt must reach the caller")
+        except KeyboardInterrupt as exc:
+            assert exc.args == (1,)  # the first one
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(started) == 1 and len(interrupts) == 2
+    assert started[0].returncode == -signal.SIGKILL  # killed and reaped before the raise
+    assert not is_running(started[0].pid)
+
+
+def test_a_caller_that_gives_up_before_its_job_starts_forks_nothing(monkeypatch):
+    """A job still queued behind a slow one when its caller is interrupted is cancelled."""
+    from stages.cluster import lifetimes
+
+    real = subprocess.Popen
+    forked: list[list[str]] = []
+    busy = threading.Event()
+
+    def slow_popen(argv, **k):
+        forked.append(list(argv))
+        busy.set()
+        time.sleep(1.0)
+        return real(argv, **k)
+
+    monkeypatch.setattr(lifetimes._SPAWNER, "_popen", slow_popen)
+    first: list[subprocess.Popen] = []
+    th = threading.Thread(target=lambda: first.append(lifetimes.spawn_armed(["true"])))
+    th.start()
+    assert busy.wait(10)
+
+    def interrupt(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lifetimes.subprocess, "Popen", slow_popen)
     old = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
         try:
-            lifetimes.spawn_armed(["sleep", "600"], start_new_session=True)
+            lifetimes.spawn_armed(["sleep", "600"])
             raise AssertionError("the interrupt must reach the caller")
         except KeyboardInterrupt:
             pass
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    assert len(started) == 1
-    assert started[0].returncode == -signal.SIGKILL  # killed and reaped before the raise
-    assert not is_running(started[0].pid)
+    th.join(10)
+    assert first[0].wait(10) == 0
+    time.sleep(0.3)  # the spawner thread is free again: the cancelled job stays unforked
+    assert [a[-1] for a in forked] == ["true"], forked
