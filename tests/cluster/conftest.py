@@ -4,12 +4,16 @@ file (signatures checked), always stopped, and finished render instances to deli
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,8 @@ import pytest
 from stages.cluster.seaweed_server import SeaweedServer
 from stages.config import UploadConfig
 from stages.core.progress import COMPLETE, append_progress
+from stages.engine.process_tree import is_running
+from tests.conftest import gone_within
 
 
 @pytest.fixture(scope="session")
@@ -98,6 +104,25 @@ def subprocess_env(extra: dict[str, str]) -> dict[str, str]:
     env.update(extra)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
     return env
+
+
+def kill_owner_drill(script: str, arg: str, check: Callable[[int], None], what: str) -> None:
+    """Run ``script`` (``python -c``, given ``arg``; it prints ``{"pid": <its child>}``),
+    ``check`` the child, kill -9 the owner: the child must be gone within 15 s."""
+    owner = subprocess.Popen([sys.executable, "-c", script, arg], stdout=subprocess.PIPE,
+                             text=True, env=subprocess_env({}))
+    child = 0
+    try:
+        child = int(json.loads(owner.stdout.readline())["pid"])  # type: ignore[union-attr]
+        check(child)
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        assert gone_within(child, 15), f"{what} {child} outlived its owner's kill -9"
+    finally:
+        owner.kill()
+        owner.wait()
+        if child and is_running(child):
+            os.kill(child, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -4,19 +4,16 @@ ends (prctl(2)), so ``spawn_armed`` forks from one thread that lives as long as 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 from stages.engine.process_tree import is_running
-from tests.conftest import gone_within
 
-from .conftest import subprocess_env
+from .conftest import kill_owner_drill
 
 OWNER = """
 import json, sys, threading, time
@@ -78,21 +75,11 @@ def test_a_child_started_from_a_thread_that_ended_lives_on_with_its_process(tmp_
 
 
 def test_a_child_started_from_a_thread_dies_when_its_process_is_killed(tmp_path):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "c.log")],
-                             stdout=subprocess.PIPE, text=True, env=subprocess_env({}))
-    child = 0
-    try:
-        child = int(json.loads(owner.stdout.readline())["pid"])  # type: ignore[union-attr]
+    def alive(child: int) -> None:
         time.sleep(0.5)
         assert is_running(child), "the child died with the thread that asked for it"
-        os.kill(owner.pid, signal.SIGKILL)
-        owner.wait(timeout=10)
-        assert gone_within(child, 15), f"child {child} outlived its owner's kill -9"
-    finally:
-        owner.kill()
-        owner.wait()
-        if child and is_running(child):
-            os.kill(child, signal.SIGKILL)
+
+    kill_owner_drill(OWNER, str(tmp_path / "c.log"), alive, "child")
 
 
 def test_a_refused_start_reaches_the_caller_and_the_spawner_goes_on(tmp_path):

@@ -3,17 +3,11 @@ leaves no ``weed server`` behind (the tests' session store, ``wmforge cluster s3
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from stages.engine.process_tree import is_running
-from tests.conftest import gone_within
 
-from .conftest import subprocess_env
+from .conftest import kill_owner_drill
 
 OWNER = """
 import json, sys, time
@@ -26,17 +20,7 @@ time.sleep(600)
 
 
 def test_a_store_whose_owner_is_killed_goes_with_it(tmp_path):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "s3")],
-                             stdout=subprocess.PIPE, text=True, env=subprocess_env({}))
-    weed = 0
-    try:
-        weed = int(json.loads(owner.stdout.readline())["pid"])  # type: ignore[union-attr]
-        assert is_running(weed) and b"weed" in Path(f"/proc/{weed}/cmdline").read_bytes()
-        os.kill(owner.pid, signal.SIGKILL)
-        owner.wait(timeout=10)
-        assert gone_within(weed, 15), f"weed server {weed} outlived its owner"
-    finally:
-        owner.kill()
-        owner.wait()
-        if weed and is_running(weed):
-            os.kill(weed, signal.SIGKILL)
+    def is_weed(pid: int) -> None:
+        assert is_running(pid) and b"weed" in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+    kill_owner_drill(OWNER, str(tmp_path / "s3"), is_weed, "weed server")
