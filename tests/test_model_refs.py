@@ -13,12 +13,10 @@ from pathlib import Path
 from stages.cluster.keys import AssetDigests
 from stages.cluster.model_refs import referenced_files
 
-SAMPLE = Path(__file__).resolve().parents[1] / "assets" / "sample"
 
-
-def _egg_with_textures_outside(tmp: Path) -> tuple[Path, Path]:
+def _egg_with_textures_outside(sample: Path, tmp: Path) -> tuple[Path, Path]:
     """The sample environment with ``maps/`` moved beside its folder: (egg, maps folder)."""
-    src = SAMPLE / "Panda3DSamples" / "Content" / "Environment"
+    src = sample / "Panda3DSamples" / "Content" / "Environment"
     env = tmp / "Pack" / "Content" / "Environment"
     env.mkdir(parents=True)
     shutil.copytree(src / "maps", tmp / "Pack" / "Content" / "maps")
@@ -28,23 +26,23 @@ def _egg_with_textures_outside(tmp: Path) -> tuple[Path, Path]:
     return egg, tmp / "Pack" / "Content" / "maps"
 
 
-def test_an_eggs_textures_are_its_references():
-    egg = SAMPLE / "Panda3DSamples" / "Content" / "Environment" / "environment.egg.pz"
+def test_an_eggs_textures_are_its_references(sample_library):
+    egg = sample_library / "Panda3DSamples" / "Content" / "Environment" / "environment.egg.pz"
     refs = referenced_files(egg)
     maps = sorted((egg.parent / "maps").iterdir())
     assert refs == [p.resolve() for p in maps] and len(refs) == 12
 
 
-def test_an_objs_material_library_and_its_maps_are_its_references():
-    obj = SAMPLE / "PyBulletData" / "Content" / "Maps" / "Stadium" / "stadium.obj"
+def test_an_objs_material_library_and_its_maps_are_its_references(sample_library):
+    obj = sample_library / "PyBulletData" / "Content" / "Maps" / "Stadium" / "stadium.obj"
     assert referenced_files(obj) == [obj.with_suffix(".mtl").resolve(),
                                      (obj.parent / "stadium_grass.jpg").resolve()]
-    monastery = SAMPLE / "PyBulletData" / "Content" / "Maps" / "samurai_monastry.obj"
+    monastery = sample_library / "PyBulletData" / "Content" / "Maps" / "samurai_monastry.obj"
     assert referenced_files(monastery) == [monastery.with_suffix(".mtl").resolve()]  # no maps
 
 
-def test_a_level_is_keyed_with_the_textures_outside_its_folder(tmp_path):
-    egg, maps = _egg_with_textures_outside(tmp_path)
+def test_a_level_is_keyed_with_the_textures_outside_its_folder(sample_library, tmp_path):
+    egg, maps = _egg_with_textures_outside(sample_library, tmp_path)
     pack = tmp_path / "Pack"
     d = AssetDigests()
     before = d.model(egg, pack)
@@ -60,10 +58,11 @@ def test_a_level_is_keyed_with_the_textures_outside_its_folder(tmp_path):
     assert AssetDigests().model(egg, pack) == after
 
 
-def test_references_are_cached_under_the_model_files_stamp(tmp_path, monkeypatch):
+def test_references_are_cached_under_the_model_files_stamp(sample_library, tmp_path,
+                                                           monkeypatch):
     import stages.cluster.model_refs as mr
 
-    egg, _maps = _egg_with_textures_outside(tmp_path)
+    egg, _maps = _egg_with_textures_outside(sample_library, tmp_path)
     pack, cache = tmp_path / "Pack", tmp_path / "digests.json"
     d = AssetDigests(cache)
     first = d.references(egg, pack)
@@ -84,8 +83,9 @@ def test_references_are_cached_under_the_model_files_stamp(tmp_path, monkeypatch
     assert not [q for q in again if q.name == "envir-rock1.jpg"]
 
 
-def test_a_retargeted_link_is_another_level_though_the_file_is_unchanged(tmp_path):
-    egg, maps = _egg_with_textures_outside(tmp_path)
+def test_a_retargeted_link_is_another_level_though_the_file_is_unchanged(sample_library,
+                                                                        tmp_path):
+    egg, maps = _egg_with_textures_outside(sample_library, tmp_path)
     pack = tmp_path / "Pack"
     other = tmp_path / "Pack" / "Content" / "maps2"
     shutil.copytree(maps, other)
@@ -100,10 +100,11 @@ def test_a_retargeted_link_is_another_level_though_the_file_is_unchanged(tmp_pat
     assert d.model(egg, pack) != before
 
 
-def test_a_model_too_large_to_read_is_keyed_with_its_whole_pack(tmp_path, monkeypatch):
+def test_a_model_too_large_to_read_is_keyed_with_its_whole_pack(sample_library, tmp_path,
+                                                                monkeypatch):
     import stages.cluster.model_refs as mr
 
-    egg, _maps = _egg_with_textures_outside(tmp_path)
+    egg, _maps = _egg_with_textures_outside(sample_library, tmp_path)
     pack = tmp_path / "Pack"
     monkeypatch.setattr(mr, "MAX_READ", 100)  # the egg is larger: its references unknown
     assert mr.referenced_files(egg, pack) is None
@@ -114,18 +115,19 @@ def test_a_model_too_large_to_read_is_keyed_with_its_whole_pack(tmp_path, monkey
     assert AssetDigests().model(egg, pack) != k  # the safe side: the whole pack
 
 
-def test_a_level_with_everything_in_its_folder_keeps_its_folder_digest():
+def test_a_level_with_everything_in_its_folder_keeps_its_folder_digest(sample_library):
     """No reference outside: the key is the folder's digest, as before (no re-render)."""
-    egg = SAMPLE / "Panda3DSamples" / "Content" / "Environment" / "environment.egg.pz"
+    egg = sample_library / "Panda3DSamples" / "Content" / "Environment" / "environment.egg.pz"
     d = AssetDigests()
     assert d.model(egg) == d.tree(egg.parent)
 
 
-def test_a_gltfs_buffers_and_images_outside_its_folder(tmp_path):
+def test_a_gltfs_buffers_and_images_outside_its_folder(sample_library, tmp_path):
     maps, tex = tmp_path / "P" / "Maps", tmp_path / "P" / "Textures"
     maps.mkdir(parents=True)
     tex.mkdir()
-    png = SAMPLE / "Panda3DSamples" / "Content" / "Environment" / "maps" / "envir-reeds.png"
+    png = sample_library / "Panda3DSamples" / "Content" / "Environment" / "maps"
+    png = png / "envir-reeds.png"
     shutil.copy(png, tex / "reeds%20a.png".replace("%20", " "))
     (maps / "level.bin").write_bytes(b"\0" * 12)
     doc = {"asset": {"version": "2.0"}, "buffers": [{"uri": "level.bin", "byteLength": 12},
