@@ -9,7 +9,7 @@ change. Other formats (``.bam``, ``.fbx``) and the references of referenced file
 file's stamp); :func:`referenced_files` resolves them relative to the referring file (symlinks
 too, at each call) and keeps only those inside ``root`` (the pack): nothing outside it is ever
 read or hashed (the asset guard refuses such a level before it loads). Only the model file and
-an OBJ's ``.mtl`` files are read (a GLB up to its JSON chunk). A file larger than
+an OBJ's ``.mtl`` files are read (a GLB up to its JSON chunk, by ``core.gltf``). A file larger than
 ``MAX_READ`` gives None: its references are unknown (the caller keys the whole pack). A file
 that does not parse references nothing here (the asset guard and the loader report it).
 
@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 import zlib
 from pathlib import Path
 from urllib.parse import unquote
 
 from ..core.asset_guard import _SCHEME
-from ..core.gltf import GltfError, parse_gltf_json
+from ..core.gltf import GltfError, read_gltf_doc
 
 MAX_READ = 256 << 20  # a model or material file larger than this: references unknown
 SUFFIXES = (".gltf", ".glb", ".egg", ".egg.pz", ".obj")
@@ -73,30 +72,12 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def _glb_json(path: Path) -> bytes | None:
-    """A GLB's JSON chunk, read without its binary chunk."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(20)
-            if len(head) < 20 or head[:4] != b"glTF":
-                return None
-            length, kind = struct.unpack_from("<II", head, 12)
-            if kind != 0x4E4F534A:  # 'JSON'
-                return None
-            if length > MAX_READ:
-                raise TooLarge(str(path))
-            return f.read(length)
-    except OSError:
-        return None
-
-
 def _gltf_names(path: Path) -> list[str]:
-    data = _glb_json(path) if path.name.lower().endswith(".glb") else _read(path)
-    if data is None:
-        return []
     try:
-        doc = parse_gltf_json(data)
-    except GltfError:
+        if not path.name.lower().endswith(".glb") and path.stat().st_size > MAX_READ:
+            raise TooLarge(str(path))
+        doc = read_gltf_doc(path)  # the project's one glTF reader (a GLB: its JSON chunk)
+    except (GltfError, OSError):
         return []
     out = []
     for key in ("buffers", "images"):
