@@ -25,17 +25,12 @@ import zlib
 from pathlib import Path
 from urllib.parse import unquote
 
-from ..core.asset_guard import _SCHEME
+from ..core.asset_guard import _SCHEME, egg_references
 from ..core.gltf import GltfError, read_gltf_doc
 
 MAX_READ = 256 << 20  # a model or material file larger than this: references unknown
 SUFFIXES = (".gltf", ".glb", ".egg", ".egg.pz", ".obj")
 
-# <Texture> name { "file" } and <File> name { "file" } (egg keywords are case-insensitive; a
-# name may be quoted, with spaces); an alpha-file scalar inside a texture
-_EGG_REF = re.compile(rb"<(?:Texture|File)>\s*(?:\"[^\"]*\"|[^{\s]*)\s*\{\s*(\"[^\"]*\"|[^\s}]+)",
-                      re.IGNORECASE)
-_EGG_ALPHA = re.compile(rb"<Scalar>\s*alpha-file\s*\{\s*(\"[^\"]*\"|[^\s}]+)", re.IGNORECASE)
 _MTLLIB = re.compile(r"^[ \t]*mtllib[ \t]+(.+?)[ \t\r]*$", re.MULTILINE)
 _MTL_MAP = re.compile(r"^[ \t]*(?:map_\w+|bump|disp|decal|refl|norm)[ \t]+(.+?)[ \t\r]*$",
                       re.MULTILINE | re.IGNORECASE)
@@ -98,9 +93,7 @@ def _egg_names(path: Path) -> list[str]:
             data = zlib.decompress(data[4:] if data[:2] == b"pz" else data)
         except zlib.error:
             return []
-    found = [m.group(1) for m in _EGG_REF.finditer(data)]
-    found += [m.group(1) for m in _EGG_ALPHA.finditer(data)]
-    return [n.strip(b"\"").decode("utf-8", "replace") for n in found]
+    return [ref for _, ref in egg_references(data)]
 
 
 def raw_references(path: Path) -> list[str] | None:

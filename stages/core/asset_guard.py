@@ -216,14 +216,26 @@ def _check_nodes(doc: dict, n: dict[str, int]) -> None:
             _int(r, f"scenes[{s}].nodes", n["nodes"])
 
 
-_EGG_REF = re.compile(rb"<(Texture|File)>\s*[^{\s]*\s*\{\s*(\"[^\"]*\"|[^\s}]+)")
+# An egg's file references: <Texture> name { "file" } and <File> name { "file" } (egg
+# keywords are case-insensitive, and a name may be quoted, with spaces), and the alpha-file
+# scalar inside a texture. Group 1 is the keyword, group 2 the file as written.
+EGG_REF = re.compile(rb"<(Texture|File)>\s*(?:\"[^\"]*\"|[^{\s]*)\s*\{\s*(\"[^\"]*\"|[^\s}]+)",
+                     re.IGNORECASE)
+EGG_ALPHA = re.compile(rb"<(Scalar)>\s*alpha-file\s*\{\s*(\"[^\"]*\"|[^\s}]+)", re.IGNORECASE)
+
+
+def egg_references(data: bytes) -> list[tuple[str, str]]:
+    """(keyword, file as written) of every file reference in an egg's text, in file order."""
+    found = [(m.start(), m.group(1), m.group(2)) for pattern in (EGG_REF, EGG_ALPHA)
+             for m in pattern.finditer(data)]
+    return [(kw.decode("ascii", "replace"), ref.strip(b'"').decode("utf-8", "replace"))
+            for _, kw, ref in sorted(found)]
 
 
 def check_egg(data: bytes, base_dir: Path, root: Path) -> None:
-    """Texture and external-file references of an egg must stay inside ``root``."""
-    for m in _EGG_REF.finditer(data):
-        ref = m.group(2).strip(b'"').decode("utf-8", "replace")
-        resolve_ref(ref, base_dir, root, f"<{m.group(1).decode()}> reference")
+    """Texture, alpha-file and external-file references of an egg must stay inside ``root``."""
+    for keyword, ref in egg_references(data):
+        resolve_ref(ref, base_dir, root, f"<{keyword}> reference")
 
 
 def check_model_file(path: Path, root: Path | None = None, max_bytes: int = 512_000_000

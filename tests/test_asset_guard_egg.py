@@ -1,0 +1,54 @@
+"""The guard's egg references (``core.asset_guard``): every way an egg names a file is checked
+against its pack before a load, and ``cluster.model_refs`` keys the same references."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stages.cluster import model_refs
+from stages.core import asset_guard
+from stages.core.asset_guard import AssetInputError, check_egg, egg_references
+
+# each form names ../../secret.png, outside the pack (root: pack/, the egg in pack/models/)
+ESCAPES = {
+    "keyword in lower case": b'<texture> t { "../../secret.png" }',
+    "a quoted name with a space": b'<Texture> "my tex" { "../../secret.png" }',
+    "an alpha file": (b'<Texture> t { ok.png <Scalar> alpha-file { "../../secret.png" } }'),
+    "an upper-case file keyword": b'<FILE> f { ../../secret.png }',
+}
+
+
+@pytest.fixture()
+def pack(tmp_path: Path) -> Path:
+    (tmp_path / "pack" / "models").mkdir(parents=True)
+    (tmp_path / "pack" / "models" / "ok.png").write_bytes(b"x")
+    (tmp_path / "secret.png").write_bytes(b"secret")
+    return tmp_path / "pack"
+
+
+@pytest.mark.parametrize("form", sorted(ESCAPES))
+def test_every_form_of_an_egg_reference_that_leaves_its_pack_is_refused(pack: Path, form: str
+                                                                         ) -> None:
+    with pytest.raises(AssetInputError) as err:
+        check_egg(b"<CoordinateSystem> { Z-up }\n" + ESCAPES[form], pack / "models", pack)
+    assert err.value.reason == asset_guard.URI_OUTSIDE_ROOT
+    assert "../../secret.png" in str(err.value)
+
+
+def test_references_inside_the_pack_pass_and_are_read_in_file_order(pack: Path) -> None:
+    egg = (b'<Texture> "a b" { "ok.png" <Scalar> alpha-file { "alpha.png" } }\n'
+           b"<file> ext { sub/x.egg }\n")
+    check_egg(egg, pack / "models", pack)
+    assert egg_references(egg) == [("Texture", "ok.png"), ("Scalar", "alpha.png"),
+                                   ("file", "sub/x.egg")]
+
+
+def test_the_render_key_reads_the_references_the_guard_checks(pack: Path) -> None:
+    egg = pack / "models" / "m.egg"
+    egg.write_bytes(b"\n".join(ESCAPES.values()))
+    # one reader: what the key would hash is what the guard refuses
+    assert model_refs.raw_references(egg) == [ref for _, ref in
+                                              egg_references(egg.read_bytes())]
+    s = "../../secret.png"
+    assert model_refs.raw_references(egg) == [s, s, "ok.png", s, s]
