@@ -5,7 +5,7 @@
 # display/audio/ffmpeg plugins, av 19.0.2, hydra-core, omegaconf, antlr4, panda3d-gltf,
 # simplepbr; whl/: open_clip_torch, ftfy, wcwidth) and .gl/ (Debian's GL loader packages).
 # Usage (on the device, in the repo root): bash scripts/gpu_run.sh
-#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|kernel|ab} [slots]; variants: VARIANTS=base,const_fs,...
+#   {tests|node|multi|harness|variants|det|compute|gt|raster|look|readback|merged|frame|trace|step|final|sync|mpsgl|glyuv|cstart|kernel|ab|fig} [slots]; variants: VARIANTS=base,const_fs,...
 #   (tests/benchmarks/look_variants.py) FRAMES=45
 # det: N=50 renders of the same four trajectories (scripts/render_determinism.py, slots at once,
 # no burners; MAXS caps the seconds) and the distinct-output count (#32 item 7)
@@ -307,6 +307,67 @@ case "$what" in
       tail -3 "$OUT/mps_${t}.txt"
     done
     echo quit | nvidia-cuda-mps-control || true
+    l=$(left 30); [ "$l" = 0 ] || timeout $((l < 70 ? l : 70)) python3 \
+      tests/benchmarks/bench_x264_ceiling.py --streams 16 --presets veryfast --frames 150 \
+      --json "$OUT/x264_ceiling.json" 2>&1 | tail -4 || true ;;
+  fig) # issue #30's figure set in one call: RUNS (space-separated
+       # "mps|nomps,backend,procs,spatial[,frames]" entries, run in order, each sharing what is left before the x264 ceiling equally) with
+       # 720p Stage II through bench_render (a fresh node compile cache each; GL at pbo), GPU
+       # memory and utilisation sampled by nvidia-smi throughout (smi.csv), a py-spy profile of
+       # one renderer (native frames, SPY_DUR s) in the run numbered SPY (1-based; 0: none),
+       # then the host's x264 ceiling (16 veryfast streams). Stops starting runs at DEADLINE s.
+    deadline=${DEADLINE:-560}
+    left() { local l=$((deadline - SECONDS)); [ "$l" -gt "$1" ] && echo "$l" || echo 0; }
+    nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader \
+      -lms 1000 > "$OUT/smi.csv" 2>&1 &
+    smi=$!
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+    mkdir -p /tmp/mps_pipe /tmp/mps_log
+    runs=(${RUNS:-"mps,compute:pixel:triton,8,8" "mps,compute:pixel:torch,8,8" "nomps,gl,8,8"})
+    n=0
+    for r in "${runs[@]}"; do
+      n=$((n + 1)); IFS=, read -r mps be procs sp frames <<<"$r"
+      remaining=$(( ${#runs[@]} - n + 1 ))
+      # RESERVE_S: the seconds kept for each later run (0: the runs share what is left equally)
+      if [ "${RESERVE_S:-0}" -gt 0 ]; then per=$(( $(left 0) - ${X264_S:-70} - RESERVE_S * (remaining - 1) ))
+      else per=$(( ($(left 0) - ${X264_S:-70}) / remaining )); fi
+      l=$(left 60); [ "$l" = 0 ] && { echo "skipped $r: no time left"; continue; }
+      [ "$per" -lt "$l" ] && l=$per
+      t="r${n}_${mps}_${be//:/_}_${procs}_x${sp}"
+      if [ "$mps" = mps ]; then nvidia-cuda-mps-control -d 2>/dev/null || true; sleep 1
+      else echo quit | nvidia-cuda-mps-control 2>/dev/null || true; sleep 1; fi
+      # CC=shared: one compile cache per backend and sample count, kept between the runs (a
+      # first short run warms it, as a node's persistent cache is warm after its first unit)
+      cc="/tmp/cc_$t"; [ "${CC:-}" = shared ] && cc="/tmp/cc_${be//:/_}_x${sp}" || rm -rf "$cc"
+      echo "== $t: $l s from $(date +%T), $(date +%s), cache $cc" | tee -a "$OUT/runs.txt"
+      setsid python3 tests/benchmarks/bench_render.py --preset 720p --spatial "$sp" \
+        --frames "${frames:-${RENDER_FRAMES:-300}}" --procs "$procs" --backend "$be" --readback pbo \
+        --compile-cache "$cc" --log-dir "$OUT/logs_$t" \
+        --json "$OUT/$t.json" > "$OUT/$t.log" 2>&1 &
+      pid=$!; end=$((SECONDS + l))
+      if [ "${SPY:-0}" = "$n" ] && [ -x /tmp/py-spy ]; then
+        ( sleep "${SPY_DELAY:-60}"; w=$(pgrep -f "stages.engine.render_worker" | head -1 || true)
+          [ -n "$w" ] && timeout $(( ${SPY_DUR:-20} + 15 )) /tmp/py-spy record --native -r 50 \
+            -d "${SPY_DUR:-20}" -f raw -o "$OUT/pyspy_$t.txt" -p "$w" > "$OUT/pyspy.log" 2>&1 \
+            || true ) &
+      fi
+      while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 2; done
+      if kill -0 "$pid" 2>/dev/null; then
+        echo "$t: still running at its deadline; stacks in spy_$t.txt"
+        for w in $(pgrep -f "stages.engine.render_worker"); do
+          echo "== $w"
+          [ -x /tmp/py-spy ] && { timeout 10 /tmp/py-spy dump --pid "$w" 2>&1 | head -60; } || true
+        done > "$OUT/spy_$t.txt"
+        kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+        sleep 3; pkill -9 -f stages.engine.render_worker || true
+      fi
+      wait "$pid" 2>/dev/null || true
+      echo "   ended $(date +%s)" >> "$OUT/runs.txt"
+      grep -v "egldisplay\|glgsg" "$OUT/$t.log" | tail -4
+      for f in "$OUT/logs_$t"/*.log; do [ -f "$f" ] && tail -c 6000 "$f" > "$f.tail" && mv "$f.tail" "$f"; done
+    done
+    echo quit | nvidia-cuda-mps-control 2>/dev/null || true
+    kill "$smi" 2>/dev/null || true
     l=$(left 30); [ "$l" = 0 ] || timeout $((l < 70 ? l : 70)) python3 \
       tests/benchmarks/bench_x264_ceiling.py --streams 16 --presets veryfast --frames 150 \
       --json "$OUT/x264_ceiling.json" 2>&1 | tail -4 || true ;;
