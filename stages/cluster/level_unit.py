@@ -100,8 +100,8 @@ class LevelUnit:
             tag = hashlib.sha256(os.path.abspath(cd).encode()).hexdigest()[:8]
             link = slot_dir / "characters" / f"{cd.name}-{tag}"
             link.parent.mkdir(parents=True, exist_ok=True)
-            cached = ctx.char_cache(cd).resolve()
-            self.staged[str(cd)] = cached.name.rsplit("-", 1)[1]  # <pack>-<digest[:12]>
+            cached, self.staged[str(cd)] = ctx.char_cache(cd)
+            cached = cached.resolve()
             link.symlink_to(cached)
             self.path_map1[str(cd)] = str(link)
             self.path_map2[os.path.abspath(cd)] = os.path.abspath(link)
@@ -157,10 +157,8 @@ class LevelUnit:
             self.phase = "stage1"
 
     def _staged_stale(self) -> bool:
-        """Whether a staged pack's folder in the library has other bytes now (a character
-        pack's cached copy is known by its digest's first 12 hex digits)."""
-        return any(not self.ctx.digests.tree(Path(src)).startswith(d)
-                   for src, d in self.staged.items())
+        """Whether a staged pack's folder in the library has other bytes now."""
+        return any(self.ctx.digests.tree(Path(src)) != d for src, d in self.staged.items())
 
     def missing(self) -> list[int]:
         if self.load_failed:
@@ -260,8 +258,8 @@ class LevelUnit:
                     inst, inst / PROGRESS, inst / "renderer.log", [inst],
                     rcfg.instance_timeout_s, len(jobs), "", self.level_id, owner=owner)
 
-    def _render_assets(self, tdir: Path, levels: dict[str, str],
-                       models: dict[Path, str] | None = None) -> str:
+    def _render_assets(self, tdir: Path, levels: dict[str, str], models: dict[Path, str]
+                       ) -> str:
         """Digest of what Stage II reads besides the trajectory: the level's and the
         character's model files, their folders and what they reference outside them (paths
         as recorded). The level's own digest goes into ``levels``
@@ -289,7 +287,7 @@ class LevelUnit:
                 text = text.replace(dst, src)
         return text
 
-    def _model_digest(self, rec: object, memo: dict[Path, str] | None = None) -> str:
+    def _model_digest(self, rec: object, memo: dict[Path, str]) -> str:
         """Content digest of a model file as a trajectory records it: its folder and what it
         references outside it (``AssetDigests.model``; '' when not recorded, or not there:
         never the checkout's parent folder for an empty path); ``memo`` keeps each model's
@@ -300,8 +298,6 @@ class LevelUnit:
         p = p if p.is_absolute() else self.ctx.base / p
         if not p.exists():
             return ""
-        if memo is None:
-            return self.ctx.digests.model(p, self._pack_of(p))
         if p not in memo:
             memo[p] = self.ctx.digests.model(p, self._pack_of(p))
         return memo[p]
@@ -314,7 +310,7 @@ class LevelUnit:
             rel = Path(os.path.abspath(p)).relative_to(lib)
         except ValueError:
             return p.parent
-        return lib / rel.parts[0] if len(rel.parts) > 1 else p.parent
+        return pack_dir(lib, str(rel)) if len(rel.parts) > 1 else p.parent
 
     def recover(self, step: Step) -> None:
         if step.kind == "render":

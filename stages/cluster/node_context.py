@@ -65,13 +65,14 @@ class NodeContext:
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def char_cache(self, pack: Path) -> Path:
-        """The node-level copy of a character pack (§12: stored once per node), made once."""
+    def char_cache(self, pack: Path) -> tuple[Path, str]:
+        """The node-level copy of a character pack (§12: stored once per node), made once, and
+        the digest of what it holds (the folder is named by its first 12 hex digits)."""
         cache = Path(self.node.work_dir) / "cache" / "characters"
         digest = self.digests.tree(pack)
         dst = cache / f"{pack.name}-{digest[:12]}"
         if dst.exists():
-            return dst
+            return dst, digest
         cache.mkdir(parents=True, exist_ok=True)
         with open(cache / f".{pack.name}.lock", "a+") as lock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # another runner may be copying it
@@ -81,9 +82,9 @@ class NodeContext:
                 tmp = cache / f".{dst.name}.tmp-{os.getpid()}"
                 got = copy_stable(self.digests, pack, tmp)
                 if got != digest:  # edited since it was named: named by what was copied
-                    dst = cache / f"{pack.name}-{got[:12]}"
+                    digest, dst = got, cache / f"{pack.name}-{got[:12]}"
                 if dst.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
                 else:
                     tmp.rename(dst)
-        return dst
+        return dst, digest

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..config import NodeConfig
-from ..core.device_faults import EXIT_REASONS, OOM_REASONS
+from ..core.device_faults import OOM_REASONS
 from ..core.progress import COMPLETE, parse_progress
 from .board import SlotBoard, SlotView
 from .cgroup_memory import AT_SLOT_CAP, SlotCgroups, oom_kill_reason
@@ -37,6 +37,7 @@ from .gpus import SlotPlan, plan_slots, slot_env
 from .lifetimes import AncestorWatch, kill_group, spawn_group, try_lock
 from .slot_limits import SlotLimits, group_of, oom_group
 from .snapshots import write_snapshot
+from .step_end import classify, signal_name
 from .steps import StagingError, Step, StepResult, Unit, UnitFailure, step_signature
 
 POLL_S = 0.2
@@ -294,30 +295,10 @@ class NodeRunner:
         step = run.step
         peaks = self.limits.ended(slot.plan)
         done = len(self._progress(step))
-        marker = (step.folder / COMPLETE).exists()
-        sig_name = ""
-        if rc < 0:
-            try:
-                sig_name = signal.Signals(-rc).name
-            except ValueError:
-                sig_name = f"signal {-rc}"
-        if run.killed:
-            reason = run.killed
-            detail = (f"no progress for {self.cfg.stall_timeout_s:.0f} s" if reason == "stalled"
-                      else f"over its {step.timeout_s:.0f} s limit")
-        elif rc < 0 and (why := oom_kill_reason(self.cgroups, slot.plan.slot, run.mem0,
-                                                sig_name, self.cfg)):
-            reason, detail = "host_oom", why
-        elif rc < 0:
-            reason, detail = "engine_crashed", f"killed by {sig_name}"
-        elif rc in EXIT_REASONS:  # a device fault the engine classified (core.device_faults)
-            reason, detail = EXIT_REASONS[rc], f"exit code {rc}: {self._tail(step.log)}"
-        elif rc > 0:
-            reason, detail = "engine_error", f"exit code {rc}: {self._tail(step.log)}"
-        elif not marker:
-            reason, detail = "no_completion", "exit 0 without a completion marker"
-        else:
-            reason, detail = "", ""
+        sig_name = signal_name(rc)
+        reason, detail = classify(
+            step, rc, run.killed, (step.folder / COMPLETE).exists(), self.cfg.stall_timeout_s,
+            lambda sig: oom_kill_reason(self.cgroups, slot.plan.slot, run.mem0, sig, self.cfg))
         res = StepResult(step, not reason, reason, rc if rc >= 0 else None, sig_name, detail,
                          run.attempt, done, slot=slot.plan.slot, started=run.wall_start,
                          ended=time.time())
@@ -373,14 +354,6 @@ class NodeRunner:
 
     def _progress(self, step: Step) -> dict[str, tuple[int, str]]:
         return parse_progress(self._progress_text(step))
-
-    @staticmethod
-    def _tail(log: Path, n: int = 3) -> str:
-        try:
-            lines = log.read_text(errors="replace").strip().splitlines()
-        except FileNotFoundError:
-            return ""
-        return " | ".join(lines[-n:])[-600:]
 
     def _view(self, slot: _Slot) -> SlotView:
         run = slot.run
