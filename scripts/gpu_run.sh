@@ -336,9 +336,9 @@ case "$what" in
       t="r${n}_${mps}_${be//:/_}_${procs}_x${sp}"
       if [ "$mps" = mps ]; then nvidia-cuda-mps-control -d 2>/dev/null || true; sleep 1
       else echo quit | nvidia-cuda-mps-control 2>/dev/null || true; sleep 1; fi
-      # CC=shared: one compile cache per backend and sample count, kept between the runs (a
+      # SHARED_CACHE=1: one compile cache per backend and sample count, kept between the runs (a
       # first short run warms it, as a node's persistent cache is warm after its first unit)
-      cc="/tmp/cc_$t"; [ "${CC:-}" = shared ] && cc="/tmp/cc_${be//:/_}_x${sp}" || rm -rf "$cc"
+      cc="/tmp/cc_$t"; [ "${SHARED_CACHE:-}" = 1 ] && cc="/tmp/cc_${be//:/_}_x${sp}" || rm -rf "$cc"
       echo "== $t: $l s from $(date +%T), $(date +%s), cache $cc" | tee -a "$OUT/runs.txt"
       setsid python3 tests/benchmarks/bench_render.py --preset 720p --spatial "$sp" \
         --frames "${frames:-${RENDER_FRAMES:-300}}" --procs "$procs" --backend "$be" --readback pbo \

@@ -139,10 +139,10 @@ class RenderConfig:
     # (320x180, AlpineMeadow; stages/engine/compute/merged.py). GL and Unreal ignore it
     compute_shading: str = "pixel"
     # how the compute backend shades its surface leaders (the material and lighting of one
-    # sample per pixel and triangle) on a GPU: auto (the compiled torch graph for now; the
-    # Triton kernel where it can run once leaders_triton.AUTO_TAKES_KERNEL is set; the CPU
-    # always takes the graph), triton (one Triton kernel, or the render fails where it cannot
-    # run or compile), torch (the graph), or triton:<registers> (ptxas held to that many
+    # sample per pixel and triangle) on a GPU: auto (the Triton kernel wherever it can run,
+    # as leaders_triton.AUTO_TAKES_KERNEL says, by measurement; the CPU always takes the
+    # graph), triton (one Triton kernel, or the render fails where it cannot run or
+    # compile), torch (the graph), or triton:<registers> (ptxas held to that many
     # registers a lane, 64 to 255: a tuning knob). On a lent H100 at 720p x 8 the kernel took
     # a frame's device time from 18.4 to 11.4 ms; against the graph its stored codes are the
     # same on the sample levels but for one-step channels (docs/compute-renderer.md), so a

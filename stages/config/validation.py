@@ -66,7 +66,7 @@ def validate(raw: Any, source: str) -> WmforgeConfig:
     if r.yuv not in ("auto", "device", "encoder"):
         raise ConfigError(f"{source}: render.yuv is {r.yuv!r}; expected auto, device or "
                           "encoder")
-    # backend auto resolves to gl (stages.engine.compute.backend.choose_backend)
+    # backend auto may resolve to gl (stages.engine.compute.backend.choose_backend)
     if r.yuv == "device" and r.backend in ("gl", "auto") and r.readback != "pbo":
         raise ConfigError(f"{source}: render.yuv=device with the gl backend needs "
                           "render.readback=pbo (the planes are read back through pixel-pack "

@@ -1,22 +1,30 @@
 """``render.backend`` made concrete for the machine a renderer runs on (gl or compute).
 
-The rule for ``auto``, as measured: **gl on every machine measured so far**. On a lent H100
-at 720p x 8 (tests/benchmarks/bench_render.py --backend gl,compute, 2026-12-06,
-docs/bench/h100_bench_render_backends_720px8_2026-12-06.json) GL made 45.4 five-view minutes
-per GPU-hour with 4 renderers and compute 7.8 (its G-buffer alone takes 137 ms a five-view
-frame there, compiled; docs/compute-renderer.md). Shading once per pixel and triangle
-(``render.compute_shading: pixel``, merged.py) doubled compute's steady rate, and GL stays
-ahead: on a lent H100 at 720p x 8 with 4 renderers, steady (each renderer's own rate after
-its first 10 frames, summed: an upper bound), GL made 78.7 five-view minutes per GPU-hour and
-compute 35.0 (whole runs, start-up included: 62.3 and 18.0) (2026-12-06,
-docs/bench/h100_bench_render_merged_720px8_2026-12-06.log). On this project's CPU machines GL
-(llvmpipe) is faster too. ``auto`` will pick compute where a benchmark shows it ahead (a GPU,
-size and sample count); ``render.backend=compute`` selects it explicitly.
+The rule for ``auto``, as measured: **compute on a CUDA GPU whose renderers share it through
+NVIDIA MPS, gl everywhere else** (and gl whenever ground-truth layers are asked for: only the
+GL pass draws them).
+
+- Without MPS, GL is ahead. On a lent H100 at 720p x 8 with 4 renderers, steady (each
+  renderer's own rate after its first 10 frames, summed), GL made 78.7 five-view minutes per
+  GPU-hour and compute 35.0 (2026-12-06, docs/bench/h100_bench_render_merged_720px8_2026-12-06.log;
+  compute's renderers each hold their own CUDA context, and the GPU time-slices between them).
+- Under MPS, compute is ahead. On one lent H100 host (2026-12-06, ``gpu_run.sh mpsgl``),
+  GL with 8 renderers made 79.0 and compute with 8 under MPS 96.7, steady; since then the
+  leaders' Triton kernel and the batched scene step took compute to 168.7 steady with 8
+  renderers under MPS and warm compile caches (2026-12-08, another H100 host, where GL made
+  66.3 with 8), docs/compute-renderer.md ("The figure set on one H100 host").
+- On this project's CPU machines GL (llvmpipe) is faster, and no MPS runs there.
+
+MPS is an operator's choice (one GPU fault reaches every client of its daemon), so auto
+follows it rather than starting it. ``render.backend=compute`` or ``gl`` selects either
+explicitly.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..render_settings import BACKENDS
 
@@ -30,6 +38,14 @@ def cuda_visible() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def mps_serves() -> bool:
+    """Whether an NVIDIA MPS control daemon serves this process's CUDA clients: its pipe
+    folder (``CUDA_MPS_PIPE_DIRECTORY``, default ``/tmp/nvidia-mps``) holds the daemon's
+    ``control`` pipe. A file check only: no CUDA call, no torch import."""
+    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps"
+    return (Path(pipe) / "control").exists()
+
+
 def choose_backend(setting: str, ground_truth: Sequence[str] = ()) -> str:
     """``gl`` or ``compute`` for ``render.backend`` = ``setting`` (see the module docstring);
     a clear error for an unknown value or for compute with ground-truth layers."""
@@ -39,8 +55,8 @@ def choose_backend(setting: str, ground_truth: Sequence[str] = ()) -> str:
         raise ValueError(f"render.backend=compute cannot write render.ground_truth "
                          f"{list(ground_truth)} yet (the layers are drawn by the GL pass): use "
                          "render.backend=gl, or render.ground_truth=[]")
-    if setting == "auto":  # the measured rule (module docstring): GL is the faster everywhere
-        return "gl"
+    if setting == "auto":  # the measured rule (module docstring)
+        return "compute" if not ground_truth and mps_serves() and cuda_visible() else "gl"
     return setting
 
 
@@ -49,4 +65,4 @@ def compute_device() -> str:
     return "cuda" if cuda_visible() else "cpu"
 
 
-__all__ = ["choose_backend", "compute_device", "cuda_visible"]
+__all__ = ["choose_backend", "compute_device", "cuda_visible", "mps_serves"]

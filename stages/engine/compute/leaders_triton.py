@@ -48,11 +48,13 @@ BLOCK = 128
 INTERPRET_BLOCK = 4096  # the interpreter's cost is per program: wide programs
 # whether render.compute_leaders auto takes the kernel where it can run. Its `gpu` test passed
 # on a lent H100 (2026-12-07: both sample levels identical to the CPU torch path but for
-# one-step channels), and 8 renderers under MPS ran with it about 7 % faster each than with
-# the graph; but in one of two such runs all 8 stalled at the first-compile gate for a reason
-# not found yet (docs/compute-renderer.md, "Eight renderers under MPS, measured"): until it
-# is, auto keeps the torch graph and the kernel is the operator's choice (triton)
-AUTO_TAKES_KERNEL = False
+# one-step channels). With warm compile caches, 8 renderers under MPS on one lent H100 host
+# (2026-12-08) ran 11.02 frames/s each with it against 9.03 with the graph (+22 %), 168.7
+# five-view minutes per GPU-hour steady; its cold compile is longer (about 100 s for
+# Downtown against 45 s), once a node and level behind the first-compile gate, whose holder
+# reports named the compiling leader each time (docs/compute-renderer.md, "The figure set on
+# one H100 host")
+AUTO_TAKES_KERNEL = True
 _modules: dict[bool, Any] = {}
 
 

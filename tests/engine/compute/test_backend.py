@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -167,14 +168,24 @@ def test_render_settings_carry_the_backend():
         RenderSettings.from_dict(bad)
 
 
-def test_auto_rule(monkeypatch):
-    """auto is GL on every machine measured (backend.py: on an H100 at 720p x 8 GL made 45.4
-    five-view minutes per GPU-hour against compute's 7.8), with or without a GPU."""
+def test_auto_rule(monkeypatch, tmp_path):
+    """auto is compute on a CUDA GPU served by an MPS daemon and GL everywhere else, and GL
+    whenever ground-truth layers are asked for (backend.py's measured rule)."""
+    pipe = tmp_path / "mps_pipe"
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipe))
     monkeypatch.setattr(be, "cuda_visible", lambda: True)
-    assert be.choose_backend("auto") == "gl"
+    assert not be.mps_serves() and be.choose_backend("auto") == "gl"  # a GPU, no MPS
+    pipe.mkdir()
+    assert be.choose_backend("auto") == "gl"  # the folder without the daemon's pipe
+    os.mkfifo(pipe / "control")
+    assert be.mps_serves() and be.choose_backend("auto") == "compute"
     assert be.choose_backend("auto", ("depth",)) == "gl"
-    monkeypatch.setattr(be, "cuda_visible", lambda: False)
+    monkeypatch.setattr(be, "cuda_visible", lambda: False)  # MPS but no CUDA in this process
     assert be.choose_backend("auto") == "gl"
+    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")  # the default folder
+    monkeypatch.setattr(be, "cuda_visible", lambda: True)
+    assert be.choose_backend("auto") == ("compute" if Path("/tmp/nvidia-mps/control").exists()
+                                         else "gl")
     assert be.choose_backend("compute") == "compute" and be.choose_backend("gl") == "gl"
     with pytest.raises(ValueError, match="cannot write render.ground_truth"):
         be.choose_backend("compute", ("mask",))
