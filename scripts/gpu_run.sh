@@ -321,6 +321,9 @@ case "$what" in
     nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv,noheader \
       -lms 1000 > "$OUT/smi.csv" 2>&1 &
     smi=$!
+    # the sampler and the MPS daemon end with the script, however it ends
+    trap 'kill "$smi" 2>/dev/null; echo quit | nvidia-cuda-mps-control 2>/dev/null' EXIT
+    : > "$OUT/runs.txt"  # this call's runs only (a warm machine keeps /tmp between calls)
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
     mkdir -p /tmp/mps_pipe /tmp/mps_log
     runs=(${RUNS:-"mps,compute:pixel:triton,8,8" "mps,compute:pixel:torch,8,8" "nomps,gl,8,8"})
@@ -333,6 +336,7 @@ case "$what" in
       else per=$(( ($(left 0) - ${X264_S:-70}) / remaining )); fi
       l=$(left 60); [ "$l" = 0 ] && { echo "skipped $r: no time left"; continue; }
       [ "$per" -lt "$l" ] && l=$per
+      [ "$l" -lt 30 ] && { echo "skipped $r: $l s is too short"; continue; }
       t="r${n}_${mps}_${be//:/_}_${procs}_x${sp}"
       if [ "$mps" = mps ]; then nvidia-cuda-mps-control -d 2>/dev/null || true; sleep 1
       else echo quit | nvidia-cuda-mps-control 2>/dev/null || true; sleep 1; fi
@@ -346,7 +350,8 @@ case "$what" in
         --json "$OUT/$t.json" > "$OUT/$t.log" 2>&1 &
       pid=$!; end=$((SECONDS + l))
       if [ "${SPY:-0}" = "$n" ] && [ -x /tmp/py-spy ]; then
-        ( sleep "${SPY_DELAY:-60}"; w=$(pgrep -f "stages.engine.render_worker" | head -1 || true)
+        ( sleep "${SPY_DELAY:-60}"; kill -0 "$pid" 2>/dev/null || exit 0  # (its run only)
+          w=$(pgrep -f "stages.engine.render_worker" | head -1 || true)
           [ -n "$w" ] && timeout $(( ${SPY_DUR:-20} + 15 )) /tmp/py-spy record --native -r 50 \
             -d "${SPY_DUR:-20}" -f raw -o "$OUT/pyspy_$t.txt" -p "$w" > "$OUT/pyspy.log" 2>&1 \
             || true ) &
@@ -363,7 +368,7 @@ case "$what" in
       fi
       wait "$pid" 2>/dev/null || true
       echo "   ended $(date +%s)" >> "$OUT/runs.txt"
-      grep -v "egldisplay\|glgsg" "$OUT/$t.log" | tail -4
+      grep -v "egldisplay\|glgsg" "$OUT/$t.log" | tail -4 || true
       for f in "$OUT/logs_$t"/*.log; do [ -f "$f" ] && tail -c 6000 "$f" > "$f.tail" && mv "$f.tail" "$f"; done
     done
     echo quit | nvidia-cuda-mps-control 2>/dev/null || true

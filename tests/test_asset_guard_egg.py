@@ -16,6 +16,12 @@ ESCAPES = {
     "a quoted name with a space": b'<Texture> "my tex" { "../../secret.png" }',
     "an alpha file": (b'<Texture> t { ok.png <Scalar> alpha-file { "../../secret.png" } }'),
     "an upper-case file keyword": b'<FILE> f { ../../secret.png }',
+    # the egg lexer drops comments outside quoted strings: Panda3D loads these files too
+    "a block comment before the brace": b'<Texture> t /* c */ { "../../secret.png" }',
+    "a line comment before the brace": b'<Texture> t // c\n { "../../secret.png" }',
+    "a block comment before the file": b'<Texture> t { /*c*/ "../../secret.png" }',
+    "no name": b'<Texture> { "../../secret.png" }',
+    "a long run of white space": b"<Texture>" + b" " * 200_000 + b'{ "../../secret.png" }',
 }
 
 
@@ -50,5 +56,14 @@ def test_the_render_key_reads_the_references_the_guard_checks(pack: Path) -> Non
     # one reader: what the key would hash is what the guard refuses
     assert model_refs.raw_references(egg) == [ref for _, ref in
                                               egg_references(egg.read_bytes())]
-    s = "../../secret.png"
-    assert model_refs.raw_references(egg) == [s, s, "ok.png", s, s]
+    refs = model_refs.raw_references(egg)
+    assert refs is not None and len(refs) == len(ESCAPES) + 1  # the alpha form's ok.png too
+    assert [r for r in refs if r != "ok.png"] == ["../../secret.png"] * len(ESCAPES)
+
+
+def test_commented_out_references_and_strings_that_look_like_comments(pack: Path) -> None:
+    egg = (b'// <Texture> old { "../../secret.png" }\n'
+           b'/* <Texture> older { "../../secret.png" } */\n'
+           b'<Texture> "a // b" { "ok.png" } /* a block comment left open at the end')
+    assert egg_references(egg) == [("Texture", "ok.png")]
+    check_egg(egg, pack / "models", pack)

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from stages.cluster import node_context
+from stages.cluster.gpus import SlotPlan
 from stages.cluster.keys import AssetDigests
 from stages.cluster.level_unit import LevelUnit
 from stages.cluster.node_context import NodeContext
 from stages.config import load_params
 
 REL = Path("PyBulletData/Content/Maps/Stadium")
+CPU_SLOT = SlotPlan("c0", None)
 
 
 @pytest.fixture
@@ -42,12 +44,12 @@ def test_a_pack_edited_after_staging_is_staged_again_before_stage_two(lib, tmp_p
     unit.stage(slot)
     staged = slot / "assets" / REL / "stadium_grass.jpg"
     first = staged.stat().st_ino
-    assert unit.next_step(None, slot, "i1") is None  # type: ignore[arg-type] # nothing to render
+    assert unit.next_step(CPU_SLOT, slot, "i1") is None  # nothing to render
     assert staged.stat().st_ino == first  # unchanged library: not copied again
     src = lib / REL / "stadium_grass.jpg"
     src.write_bytes(src.read_bytes() + b"edited")
     unit.phase = "render"
-    assert unit.next_step(None, slot, "i2") is None  # type: ignore[arg-type]
+    assert unit.next_step(CPU_SLOT, slot, "i2") is None
     assert staged.read_bytes() == src.read_bytes()
     assert unit.staged[str(unit.pack)] == AssetDigests().tree(unit.pack)
 
@@ -100,7 +102,7 @@ def test_a_character_pack_edited_after_staging_is_linked_anew(lib, sample_librar
     first = link.resolve()
     f = next(p for p in sorted(pack.rglob("*")) if p.is_file())
     f.write_bytes(f.read_bytes() + b"edited")
-    assert unit.next_step(None, slot, "i1") is None  # type: ignore[arg-type]
+    assert unit.next_step(CPU_SLOT, slot, "i1") is None
     again = next((slot / "characters").iterdir()).resolve()
     assert again != first and (again / f.relative_to(pack)).read_bytes() == f.read_bytes()
     assert again.name.endswith(AssetDigests().tree(pack)[:12])
@@ -113,7 +115,7 @@ def test_trajectories_made_on_the_old_pack_are_made_again_before_stage_two(lib, 
     unit.phase = "render"  # as after its Stage I
     src = lib / REL / "stadium_grass.jpg"
     src.write_bytes(src.read_bytes() + b"edited")
-    step = unit.next_step(None, slot, "i1")  # type: ignore[arg-type]
+    step = unit.next_step(CPU_SLOT, slot, "i1")
     assert step is not None and step.kind == "stage1" and unit.chash != old
     assert (slot / "assets" / REL / "stadium_grass.jpg").read_bytes() == src.read_bytes()
 
@@ -135,7 +137,7 @@ def test_a_failed_restaging_fails_the_unit_naming_the_library_pack(lib, tmp_path
 
     monkeypatch.setattr(node_context.shutil, "copytree", copy_then_edit)
     with pytest.raises(StagingError) as err:
-        unit.next_step(None, slot, "i1")  # type: ignore[arg-type]
+        unit.next_step(CPU_SLOT, slot, "i1")
     assert err.value.stage == "render" and str(lib / "PyBulletData") in err.value.detail
     assert str(slot) not in err.value.detail and "changed while it was copied" in err.value.detail
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..config import WmforgeConfig
 from ..core.model_probe import normalize_coordinate_system
 from ..core.progress import PROGRESS
+from ..engine.compute.backend import node_backend
 from ..engine.render_worker import OWNER_LOCK
 from ..engine.stage1_worker import is_complete
 from ..engine.unreal import launcher_argv, map_object_path
@@ -123,7 +124,7 @@ class LevelUnit:
                 self._restage(slot_dir)
                 if self.phase == "stage1":
                     return self.next_step(slot, slot_dir, instance)
-            step = self._render_step(instance)
+            step = self._render_step(slot, instance)
             if step is not None:
                 return step
             self.phase = "done"
@@ -211,11 +212,15 @@ class LevelUnit:
                     [folder / "heartbeat"], self.ctx.node.stage1_timeout_s,
                     len(missing), self.chash, self.level_id)
 
-    def _render_step(self, instance: str) -> Step | None:
+    def _render_step(self, slot: SlotPlan, instance: str) -> Step | None:
         ctx = self.ctx
         assert ctx.render_root is not None and ctx.rcfg is not None
         rcfg, root = ctx.rcfg, ctx.render_root
         settings = render_settings(rcfg, ctx.cfg.engine.fps)
+        # render.backend auto resolved for this slot here, so the key names what draws
+        settings = settings.replace(backend=node_backend(
+            settings.backend, slot.gpu is not None and ctx.cfg.engine.name == "embedded",
+            settings.ground_truth))
         code = code_version(STAGE2_SOURCES)
         scene, level = level_parts(self.level_id)
         done = finished(root)

@@ -121,9 +121,10 @@ class RenderConfig:
     shading: str = "auto"
     # Stage II's renderer on the embedded engine: gl (Panda3D's OpenGL path, the reference);
     # compute (stages/engine/compute: rasterizer, G-buffer, lighting and resolve in torch, on
-    # CUDA where torch sees a GPU, else on the CPU; docs/rendering.md); auto: compute where
-    # torch sees a CUDA device and no ground-truth layers are asked for, gl otherwise (the
-    # threshold awaits the H200 measurement of issue #30). Unreal ignores it (gl only)
+    # CUDA where torch sees a GPU, else on the CPU; docs/compute-renderer.md); auto: compute
+    # on a GPU slot whose renderers an NVIDIA MPS daemon serves, gl elsewhere and whenever
+    # ground-truth layers are asked for (measured: stages/engine/compute/backend.py), resolved
+    # by the node per slot before the render key is made. Unreal ignores it (gl only)
     backend: str = "gl"
     # how the GL backend's frames reach RAM: pbo (pixel-pack buffers and fences, collected up
     # to two frames later, the fence polled with sleeps: no spin in the driver) or sync

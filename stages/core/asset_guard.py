@@ -217,17 +217,24 @@ def _check_nodes(doc: dict, n: dict[str, int]) -> None:
 
 
 # An egg's file references: <Texture> name { "file" } and <File> name { "file" } (egg
-# keywords are case-insensitive, and a name may be quoted, with spaces), and the alpha-file
-# scalar inside a texture. Group 1 is the keyword, group 2 the file as written.
-EGG_REF = re.compile(rb"<(Texture|File)>\s*(?:\"[^\"]*\"|[^{\s]*)\s*\{\s*(\"[^\"]*\"|[^\s}]+)",
+# keywords are case-insensitive, a name may be quoted, with spaces, or left out), and the
+# alpha-file scalar inside a texture. Group 1 is the keyword, group 2 the file as written.
+# Read from the text with its comments taken out (_EGG_COMMENTS), as Panda3D's egg lexer
+# drops /* */ and // comments anywhere outside a quoted string. One optional name then one
+# \s* (never two \s* side by side): linear in a long run of white space.
+EGG_REF = re.compile(rb'<(Texture|File)>\s*(?:(?:"[^"]*"|[^{\s]+)\s*)?\{\s*("[^"]*"|[^\s}]+)',
                      re.IGNORECASE)
-EGG_ALPHA = re.compile(rb"<(Scalar)>\s*alpha-file\s*\{\s*(\"[^\"]*\"|[^\s}]+)", re.IGNORECASE)
+EGG_ALPHA = re.compile(rb'<(Scalar)>\s*alpha-file\s*\{\s*("[^"]*"|[^\s}]+)', re.IGNORECASE)
+# a quoted string (kept: group 1), or a comment (a block comment left open runs to the end)
+_EGG_COMMENTS = re.compile(rb'("[^"]*")|//[^\n]*|/\*(?:[^*]|\*(?!/))*(?:\*/)?')
 
 
 def egg_references(data: bytes) -> list[tuple[str, str]]:
-    """(keyword, file as written) of every file reference in an egg's text, in file order."""
+    """(keyword, file as written) of every file reference in an egg's text, in file order,
+    comments left out as the egg lexer leaves them out."""
+    text = _EGG_COMMENTS.sub(rb"\1 ", data)  # a comment becomes one space, a string itself
     found = [(m.start(), m.group(1), m.group(2)) for pattern in (EGG_REF, EGG_ALPHA)
-             for m in pattern.finditer(data)]
+             for m in pattern.finditer(text)]
     return [(kw.decode("ascii", "replace"), ref.strip(b'"').decode("utf-8", "replace"))
             for _, kw, ref in sorted(found)]
 

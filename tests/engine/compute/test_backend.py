@@ -168,24 +168,62 @@ def test_render_settings_carry_the_backend():
         RenderSettings.from_dict(bad)
 
 
-def test_auto_rule(monkeypatch, tmp_path):
-    """auto is compute on a CUDA GPU served by an MPS daemon and GL everywhere else, and GL
-    whenever ground-truth layers are asked for (backend.py's measured rule)."""
+@pytest.fixture()
+def mps_pipe(monkeypatch, tmp_path):
+    """A pipe folder for the MPS rule (the machine's own /tmp/nvidia-mps never consulted),
+    and a fresh per-process choice."""
     pipe = tmp_path / "mps_pipe"
+    monkeypatch.setattr(be, "MPS_PIPE_DEFAULT", str(tmp_path / "no_default"))
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipe))
+    monkeypatch.setattr(be, "_auto", [])
+    return pipe
+
+
+class _Daemon:
+    """A reader on a control FIFO, as the MPS control daemon holds one open."""
+
+    def __init__(self, pipe):
+        pipe.mkdir(exist_ok=True)
+        if not (pipe / "control").exists():
+            os.mkfifo(pipe / "control")
+        self.fd = os.open(pipe / "control", os.O_RDONLY | os.O_NONBLOCK)
+
+    def close(self):
+        os.close(self.fd)
+
+
+def test_auto_rule(monkeypatch, mps_pipe):
+    """auto is compute on a CUDA GPU served by a live MPS daemon and GL everywhere else, and GL
+    whenever ground-truth layers are asked for (backend.py's measured rule); a renderer
+    decides once."""
     monkeypatch.setattr(be, "cuda_visible", lambda: True)
     assert not be.mps_serves() and be.choose_backend("auto") == "gl"  # a GPU, no MPS
-    pipe.mkdir()
-    assert be.choose_backend("auto") == "gl"  # the folder without the daemon's pipe
-    os.mkfifo(pipe / "control")
-    assert be.mps_serves() and be.choose_backend("auto") == "compute"
-    assert be.choose_backend("auto", ("depth",)) == "gl"
-    monkeypatch.setattr(be, "cuda_visible", lambda: False)  # MPS but no CUDA in this process
+    mps_pipe.mkdir()
+    (mps_pipe / "control").write_text("")  # a plain file is no daemon's pipe
+    assert not be.mps_serves()
+    (mps_pipe / "control").unlink()
+    os.mkfifo(mps_pipe / "control")  # a FIFO whose daemon is gone: no reader
+    assert not be.mps_serves()
+    daemon = _Daemon(mps_pipe)
+    try:
+        assert be.mps_serves()
+        assert be.choose_backend("auto", ("depth",)) == "gl"
+        monkeypatch.setattr(be, "_auto", [])
+        assert be.choose_backend("auto") == "compute"
+    finally:
+        daemon.close()
+    # decided once a process: the renderer's device check and its renderer agree even if
+    # the daemon goes away between them
+    assert not be.mps_serves() and be.choose_backend("auto") == "compute"
+    monkeypatch.setattr(be, "_auto", [])
     assert be.choose_backend("auto") == "gl"
-    monkeypatch.delenv("CUDA_MPS_PIPE_DIRECTORY")  # the default folder
-    monkeypatch.setattr(be, "cuda_visible", lambda: True)
-    assert be.choose_backend("auto") == ("compute" if Path("/tmp/nvidia-mps/control").exists()
-                                         else "gl")
+    daemon = _Daemon(mps_pipe)
+    try:
+        monkeypatch.setattr(be, "_auto", [])
+        monkeypatch.setattr(be, "cuda_visible", lambda: False)  # MPS, no CUDA in this process
+        assert be.choose_backend("auto") == "gl"
+    finally:
+        daemon.close()
     assert be.choose_backend("compute") == "compute" and be.choose_backend("gl") == "gl"
     with pytest.raises(ValueError, match="cannot write render.ground_truth"):
         be.choose_backend("compute", ("mask",))
@@ -219,3 +257,24 @@ def test_spatial_and_temporal_samples_match_gl_on_a_frame(short_traj, tmp_path):
         assert psnr >= 36.0, (v, psnr)
         assert np.array_equal(got["gl"][1][v], got["compute"][1][v]), v
     assert any(got["compute"][1][v].sum() > 20 for v in VIEWS)  # the character is in view
+
+
+def test_the_node_resolves_auto_per_slot_before_the_key(mps_pipe):
+    """``render.backend: auto`` never reaches a render key: the node resolves it per slot
+    (compute on a GPU slot of the embedded engine served by MPS, GL on a CPU slot, for ground
+    truth and without MPS); explicit settings pass through, checked."""
+    assert be.node_backend("auto", gpu_slot=True) == "gl"  # no MPS
+    daemon = _Daemon(mps_pipe)
+    try:
+        assert be.node_backend("auto", gpu_slot=True) == "compute"
+        assert be.node_backend("auto", gpu_slot=False) == "gl"
+        assert be.node_backend("auto", gpu_slot=True, ground_truth=("depth",)) == "gl"
+        assert be.node_backend("gl", gpu_slot=True) == "gl"
+        with pytest.raises(ValueError, match="cannot write render.ground_truth"):
+            be.node_backend("compute", gpu_slot=True, ground_truth=("mask",))
+    finally:
+        daemon.close()
+    s = render_settings(load_params(PARAMS_PATH, ["render.backend=auto"]).render, 30)
+    resolved = s.replace(backend=be.node_backend(s.backend, gpu_slot=False))
+    assert resolved.as_dict() == render_settings(load_params(PARAMS_PATH, []).render,
+                                                 30).as_dict()  # gl: the gl key
