@@ -19,7 +19,11 @@ ESCAPES = {
     # the egg lexer drops comments outside quoted strings: Panda3D loads these files too
     "a block comment before the brace": b'<Texture> t /* c */ { "../../secret.png" }',
     "a line comment before the brace": b'<Texture> t // c\n { "../../secret.png" }',
-    "a block comment before the file": b'<Texture> t { /*c*/ "../../secret.png" }',
+    "a block comment before the file": b'<Texture> t { /* c */ "../../secret.png" }',
+    # and reads '/*' or '//' inside a longer run as part of a token, as it reads \f
+    "a group named /*g": b'<Group> /*g { <Texture> t { ../../secret.png } }',
+    "a path with //": b"<Texture> t { maps//../../../secret.png }",
+    "a path with a form feed": b"<Texture> t { maps\x0c/../../../secret.png }",
     "no name": b'<Texture> { "../../secret.png" }',
     "a long run of white space": b"<Texture>" + b" " * 200_000 + b'{ "../../secret.png" }',
 }
@@ -58,7 +62,19 @@ def test_the_render_key_reads_the_references_the_guard_checks(pack: Path) -> Non
                                               egg_references(egg.read_bytes())]
     refs = model_refs.raw_references(egg)
     assert refs is not None and len(refs) == len(ESCAPES) + 1  # the alpha form's ok.png too
-    assert [r for r in refs if r != "ok.png"] == ["../../secret.png"] * len(ESCAPES)
+    assert [r for r in refs if r != "ok.png"] == [
+        ref for _, ref in egg_references(b"\n".join(ESCAPES.values())) if ref != "ok.png"]
+    assert all(r.endswith("../../secret.png") for r in refs if r != "ok.png")
+
+
+def test_a_run_that_starts_with_a_comment_mark_is_a_token(pack: Path) -> None:
+    # '/*c*/' is one unquoted token to the egg lexer: the file it names is '/*c*/', absolute
+    assert egg_references(b'<Texture> t { /*c*/ "x.png" }') == [("Texture", "/*c*/")]
+    with pytest.raises(AssetInputError, match="absolute"):
+        check_egg(b'<Texture> t { /*c*/ "x.png" }', pack / "models", pack)
+    # a keyword glued to a token is no keyword; many in a row are read in linear time
+    assert egg_references(b"<Texture>t { x.png } x<File> f { y.egg }") == []
+    assert egg_references(b"<Texture>" * 50_000 + b" { z.png }") == []
 
 
 def test_commented_out_references_and_strings_that_look_like_comments(pack: Path) -> None:

@@ -30,8 +30,8 @@ def lib(sample_library, tmp_path) -> Path:
 
 
 def _unit(lib: Path, tmp: Path, chars: list[Path] | None = None,
-          indices: list[int] | None = None) -> LevelUnit:
-    cfg = load_params(overrides=[f"node.work_dir={tmp / 'work'}"])
+          indices: list[int] | None = None, overrides: tuple[str, ...] = ()) -> LevelUnit:
+    cfg = load_params(overrides=[f"node.work_dir={tmp / 'work'}", *overrides])
     ctx = NodeContext(cfg, lib, tmp / "traj", tmp / "renders", cfg.render,
                       digests=AssetDigests(), char_packs=list(chars or []))
     row = {"level_id": "PyBulletData/stadium", "path": str(REL / "stadium.obj"), "scale": 1.0,
@@ -196,3 +196,30 @@ def test_the_runner_fails_a_unit_whose_restaging_fails_and_goes_on(tmp_path):
                        "lib/Pack: staging again after a change in the library failed: no "
                        "space left on device", 1, "")
     assert fails == [want, want] and [u.cleaned for u in units] == [1, 1]
+
+
+def test_render_backend_auto_is_resolved_for_the_slot_before_the_key(lib, tmp_path, monkeypatch):
+    """The render step's settings and keys name the backend that will draw: compute on a GPU
+    slot an MPS daemon serves, gl on a CPU slot (``auto`` never reaches a key)."""
+    import json
+
+    from stages.cluster.gpus import GpuInfo
+    from stages.engine.compute import backend
+    from stages.engine.publish import TRAJ_FILES
+
+    monkeypatch.setattr(backend, "mps_serves", lambda: True)
+    gpu_slot = SlotPlan("g0s0", GpuInfo(0, "GPU-0", "NVIDIA H100 80GB HBM3"))
+    specs = {}
+    for name, slot in (("gpu", gpu_slot), ("cpu", CPU_SLOT)):
+        unit = _unit(lib, tmp_path / name, overrides=("render.backend=auto",))
+        tdir = unit.out / "traj_0000"
+        tdir.mkdir(parents=True)
+        for f in (*TRAJ_FILES, "meta.json"):
+            (tdir / f).write_text("{}")
+        unit.phase = "render"
+        step = unit.next_step(slot, tmp_path / name / "slot", f"i_{name}")
+        assert step is not None and step.kind == "render"
+        specs[name] = json.loads((step.folder / "instance.json").read_text())
+    assert specs["gpu"]["settings"]["backend"] == "compute"
+    assert "backend" not in specs["cpu"]["settings"]  # gl: the gl key, as render.backend=gl
+    assert specs["gpu"]["jobs"][0]["key"] != specs["cpu"]["jobs"][0]["key"]

@@ -216,23 +216,34 @@ def _check_nodes(doc: dict, n: dict[str, int]) -> None:
             _int(r, f"scenes[{s}].nodes", n["nodes"])
 
 
-# An egg's file references: <Texture> name { "file" } and <File> name { "file" } (egg
-# keywords are case-insensitive, a name may be quoted, with spaces, or left out), and the
-# alpha-file scalar inside a texture. Group 1 is the keyword, group 2 the file as written.
-# Read from the text with its comments taken out (_EGG_COMMENTS), as Panda3D's egg lexer
-# drops /* */ and // comments anywhere outside a quoted string. One optional name then one
-# \s* (never two \s* side by side): linear in a long run of white space.
-EGG_REF = re.compile(rb'<(Texture|File)>\s*(?:(?:"[^"]*"|[^{\s]+)\s*)?\{\s*("[^"]*"|[^\s}]+)',
+# An egg's file references, read as Panda3D's egg lexer (panda/src/egg/lexer.lxx, a flex
+# scanner: longest match, the earlier rule on a tie) reads them. Its white space is only
+# space, tab, CR and LF; a quoted string runs to the next '"'; an unquoted token is a run of
+# anything else but braces and '"' (so '/' and '//' inside a token are part of it). At a
+# token's start '//' begins a comment to the end of the line, and '/*' a comment to '*/'
+# only where the run is '/*' alone (a longer run is a token). _EGG_LEX keeps strings (group
+# 1, followed by one space) and turns comments at a token's start into a space; then
+# EGG_REF and EGG_ALPHA match whole tokens: <Texture> name { file } and <File> name { file }
+# (keywords in any case; the name quoted, unquoted or left out) and the alpha-file scalar
+# inside a texture. Group 1 is the keyword, group 2 the file as written. Each pattern is
+# linear in the file's size, on any input.
+_EGG_WS = rb"[ \t\r\n]"
+_EGG_DELIM = rb'(?=[ \t\r\n{}"]|\Z)'
+_EGG_LEX = re.compile(rb'("[^"]*"?)|(?<![^ \t\r\n{}"])(?://[^\n]*|/\*' + _EGG_DELIM
+                      + rb'(?:[^*]|\*(?!/))*(?:\*/)?)')
+_EGG_TOKEN = rb'(?:"[^"]*"?|[^ \t\r\n{}"]+)'
+EGG_REF = re.compile(rb'(?<![^ \t\r\n{}"])<(Texture|File)>' + _EGG_DELIM + _EGG_WS + rb"*(?:"
+                     + _EGG_TOKEN + _EGG_WS + rb"*)?\{" + _EGG_WS + rb"*(" + _EGG_TOKEN + rb")",
                      re.IGNORECASE)
-EGG_ALPHA = re.compile(rb'<(Scalar)>\s*alpha-file\s*\{\s*("[^"]*"|[^\s}]+)', re.IGNORECASE)
-# a quoted string (kept: group 1), or a comment (a block comment left open runs to the end)
-_EGG_COMMENTS = re.compile(rb'("[^"]*")|//[^\n]*|/\*(?:[^*]|\*(?!/))*(?:\*/)?')
+EGG_ALPHA = re.compile(rb'(?<![^ \t\r\n{}"])<(Scalar)>' + _EGG_WS + rb"*alpha-file"
+                       + _EGG_DELIM + _EGG_WS + rb"*\{" + _EGG_WS + rb"*(" + _EGG_TOKEN + rb")",
+                       re.IGNORECASE)
 
 
 def egg_references(data: bytes) -> list[tuple[str, str]]:
     """(keyword, file as written) of every file reference in an egg's text, in file order,
-    comments left out as the egg lexer leaves them out."""
-    text = _EGG_COMMENTS.sub(rb"\1 ", data)  # a comment becomes one space, a string itself
+    read as the egg lexer reads it (comments left out, tokens whole)."""
+    text = _EGG_LEX.sub(rb"\1 ", data)  # a comment becomes one space
     found = [(m.start(), m.group(1), m.group(2)) for pattern in (EGG_REF, EGG_ALPHA)
              for m in pattern.finditer(text)]
     return [(kw.decode("ascii", "replace"), ref.strip(b'"').decode("utf-8", "replace"))

@@ -83,8 +83,10 @@ class RenderSettings:
     # field with a default here: off leaves as_dict (and so render keys) as it was before
     # the layers existed, and instance.json files without the key read back as off
     ground_truth: tuple[str, ...] = ()
-    # the Stage II renderer as configured: "gl", "compute" or "auto" (meta.json's ``backend``
-    # records the one used). Like ground_truth: gl leaves as_dict, and so render keys, as
+    # the Stage II renderer: "gl" or "compute" (a node resolves render.backend auto per slot
+    # before it keys a render: compute.backend.node_backend); "auto" only where a renderer
+    # was started with it by hand (meta.json's ``backend`` records the one used). Like
+    # ground_truth: gl leaves as_dict, and so render keys, as
     # they were before the compute renderer existed
     backend: str = "gl"
     # render.limits: a level with more triangles fails as scene_over_limit; a texture with a

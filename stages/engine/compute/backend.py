@@ -41,19 +41,36 @@ def cuda_visible() -> bool:
 
 
 MPS_PIPE_DEFAULT = "/tmp/nvidia-mps"  # the MPS control daemon's pipe folder by default
+MPS_PID_FILE = "nvidia-cuda-mps-control.pid"  # the daemon's pid, in that folder
+_mps: list[bool] = []  # this process's answer, found once
 
 
 def mps_serves() -> bool:
-    """Whether an NVIDIA MPS control daemon serves this machine's CUDA clients: its pipe folder
-    (``CUDA_MPS_PIPE_DIRECTORY``, default ``MPS_PIPE_DEFAULT``) holds the daemon's ``control``
-    FIFO with a reader on it (a FIFO left by a daemon that died has none: opening it to write
-    without blocking then fails with ENXIO). No CUDA call, no torch import, nothing written."""
-    pipe = Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or MPS_PIPE_DEFAULT) / "control"
+    """Whether an NVIDIA MPS control daemon serves this machine's CUDA clients, found once a
+    process (a node's render keys, and a renderer's device check and renderer, all agree even
+    if a daemon starts or stops later): its pipe folder (``CUDA_MPS_PIPE_DIRECTORY``, default
+    ``MPS_PIPE_DEFAULT``) holds its ``control`` socket (a FIFO on older daemons) and its pid
+    file names a live process. Nothing is sent to the daemon; no CUDA call, no torch import.
+    A folder without the pid file counts as no MPS (the conservative side: GL)."""
+    if not _mps:
+        _mps.append(_mps_alive(Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
+                                    or MPS_PIPE_DEFAULT)))
+    return _mps[0]
+
+
+def _mps_alive(folder: Path) -> bool:
     try:
-        if not stat.S_ISFIFO(pipe.stat().st_mode):
-            return False
-        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
-    except OSError:  # missing, no reader (ENXIO), no permission
+        mode = (folder / "control").stat().st_mode
+        pid = int((folder / MPS_PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return False
+    if not (stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode)) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # alive, another user's
+        return True
+    except OSError:  # gone: a folder left by a daemon that died
         return False
     return True
 
@@ -68,15 +85,11 @@ def node_backend(setting: str, gpu_slot: bool, ground_truth: Sequence[str] = ())
     return "compute" if gpu_slot and not ground_truth and mps_serves() else "gl"
 
 
-_auto: list[str] = []  # a renderer process's own choice for auto, made once
-
-
 def choose_backend(setting: str, ground_truth: Sequence[str] = ()) -> str:
     """``gl`` or ``compute`` for ``render.backend`` = ``setting`` (see the module docstring);
-    a clear error for an unknown value or for compute with ground-truth layers. ``auto`` is
-    decided once a process (its device check and its renderer ask in turn, and must agree
-    even if a daemon starts or stops between); a node resolves it per slot first
-    (``node_backend``)."""
+    a clear error for an unknown value or for compute with ground-truth layers. A node
+    resolves ``auto`` per slot first (``node_backend``); a renderer started with ``auto``
+    decides here, the same way at each call (``mps_serves`` is found once a process)."""
     if setting not in BACKENDS:
         raise ValueError(f"render.backend is {setting!r}; expected one of {', '.join(BACKENDS)}")
     if setting == "compute" and ground_truth:
@@ -84,11 +97,7 @@ def choose_backend(setting: str, ground_truth: Sequence[str] = ()) -> str:
                          f"{list(ground_truth)} yet (the layers are drawn by the GL pass): use "
                          "render.backend=gl, or render.ground_truth=[]")
     if setting == "auto":  # the measured rule (module docstring)
-        if ground_truth:
-            return "gl"
-        if not _auto:
-            _auto.append("compute" if mps_serves() and cuda_visible() else "gl")
-        return _auto[0]
+        return "compute" if not ground_truth and mps_serves() and cuda_visible() else "gl"
     return setting
 
 

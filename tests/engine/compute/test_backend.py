@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -170,60 +172,80 @@ def test_render_settings_carry_the_backend():
 
 @pytest.fixture()
 def mps_pipe(monkeypatch, tmp_path):
-    """A pipe folder for the MPS rule (the machine's own /tmp/nvidia-mps never consulted),
-    and a fresh per-process choice."""
+    """A pipe folder for the MPS rule (the machine's own /tmp/nvidia-mps never consulted), with
+    this process's answer found afresh."""
     pipe = tmp_path / "mps_pipe"
     monkeypatch.setattr(be, "MPS_PIPE_DEFAULT", str(tmp_path / "no_default"))
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipe))
-    monkeypatch.setattr(be, "_auto", [])
+    monkeypatch.setattr(be, "_mps", [])
     return pipe
 
 
 class _Daemon:
-    """A reader on a control FIFO, as the MPS control daemon holds one open."""
+    """What an MPS control daemon leaves in its pipe folder: a listening SEQPACKET socket
+    ``control`` and its pid file (a live process's pid unless ``pid`` is given)."""
 
-    def __init__(self, pipe):
+    def __init__(self, pipe, pid: int | None = None):
         pipe.mkdir(exist_ok=True)
-        if not (pipe / "control").exists():
-            os.mkfifo(pipe / "control")
-        self.fd = os.open(pipe / "control", os.O_RDONLY | os.O_NONBLOCK)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.bind(str(pipe / "control"))
+        self.sock.listen(1)
+        (pipe / be.MPS_PID_FILE).write_text(f"{pid if pid is not None else os.getpid()}\n")
 
     def close(self):
-        os.close(self.fd)
+        self.sock.close()
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_mps_counts_only_with_its_socket_and_a_live_daemon(monkeypatch, mps_pipe):
+    def fresh() -> bool:
+        monkeypatch.setattr(be, "_mps", [])
+        return be.mps_serves()
+
+    assert not fresh()  # no folder
+    d = _Daemon(mps_pipe, pid=_dead_pid())
+    try:
+        assert not fresh()  # the daemon that made the folder is gone
+        (mps_pipe / be.MPS_PID_FILE).write_text("not a pid\n")
+        assert not fresh()
+        (mps_pipe / be.MPS_PID_FILE).unlink()
+        assert not fresh()  # no pid file: not known to be served
+        (mps_pipe / be.MPS_PID_FILE).write_text(f"{os.getpid()}\n")
+        assert fresh()
+    finally:
+        d.close()
+    (mps_pipe / "control").unlink()
+    (mps_pipe / "control").write_text("")  # a plain file is no daemon's socket
+    assert not fresh()
+    # found once a process: a daemon that starts later does not change this process's answer
+    (mps_pipe / "control").unlink()
+    d = _Daemon(mps_pipe)
+    try:
+        assert be.mps_serves() is False
+        assert fresh()
+    finally:
+        d.close()
 
 
 def test_auto_rule(monkeypatch, mps_pipe):
     """auto is compute on a CUDA GPU served by a live MPS daemon and GL everywhere else, and GL
-    whenever ground-truth layers are asked for (backend.py's measured rule); a renderer
-    decides once."""
+    whenever ground-truth layers are asked for (backend.py's measured rule)."""
     monkeypatch.setattr(be, "cuda_visible", lambda: True)
-    assert not be.mps_serves() and be.choose_backend("auto") == "gl"  # a GPU, no MPS
-    mps_pipe.mkdir()
-    (mps_pipe / "control").write_text("")  # a plain file is no daemon's pipe
-    assert not be.mps_serves()
-    (mps_pipe / "control").unlink()
-    os.mkfifo(mps_pipe / "control")  # a FIFO whose daemon is gone: no reader
-    assert not be.mps_serves()
-    daemon = _Daemon(mps_pipe)
+    assert be.choose_backend("auto") == "gl"  # a GPU, no MPS
+    monkeypatch.setattr(be, "_mps", [])
+    d = _Daemon(mps_pipe)
     try:
-        assert be.mps_serves()
-        assert be.choose_backend("auto", ("depth",)) == "gl"
-        monkeypatch.setattr(be, "_auto", [])
         assert be.choose_backend("auto") == "compute"
-    finally:
-        daemon.close()
-    # decided once a process: the renderer's device check and its renderer agree even if
-    # the daemon goes away between them
-    assert not be.mps_serves() and be.choose_backend("auto") == "compute"
-    monkeypatch.setattr(be, "_auto", [])
-    assert be.choose_backend("auto") == "gl"
-    daemon = _Daemon(mps_pipe)
-    try:
-        monkeypatch.setattr(be, "_auto", [])
+        assert be.choose_backend("auto", ("depth",)) == "gl"
         monkeypatch.setattr(be, "cuda_visible", lambda: False)  # MPS, no CUDA in this process
         assert be.choose_backend("auto") == "gl"
     finally:
-        daemon.close()
+        d.close()
     assert be.choose_backend("compute") == "compute" and be.choose_backend("gl") == "gl"
     with pytest.raises(ValueError, match="cannot write render.ground_truth"):
         be.choose_backend("compute", ("mask",))
@@ -259,12 +281,13 @@ def test_spatial_and_temporal_samples_match_gl_on_a_frame(short_traj, tmp_path):
     assert any(got["compute"][1][v].sum() > 20 for v in VIEWS)  # the character is in view
 
 
-def test_the_node_resolves_auto_per_slot_before_the_key(mps_pipe):
+def test_the_node_resolves_auto_per_slot_before_the_key(monkeypatch, mps_pipe):
     """``render.backend: auto`` never reaches a render key: the node resolves it per slot
     (compute on a GPU slot of the embedded engine served by MPS, GL on a CPU slot, for ground
     truth and without MPS); explicit settings pass through, checked."""
     assert be.node_backend("auto", gpu_slot=True) == "gl"  # no MPS
     daemon = _Daemon(mps_pipe)
+    monkeypatch.setattr(be, "_mps", [])
     try:
         assert be.node_backend("auto", gpu_slot=True) == "compute"
         assert be.node_backend("auto", gpu_slot=False) == "gl"
