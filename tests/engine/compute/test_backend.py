@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
-import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -173,12 +174,15 @@ def test_render_settings_carry_the_backend():
 @pytest.fixture()
 def mps_pipe(monkeypatch, tmp_path):
     """A pipe folder for the MPS rule (the machine's own /tmp/nvidia-mps never consulted), with
-    this process's answer found afresh."""
-    pipe = tmp_path / "mps_pipe"
+    this process's answer found afresh. Short, under /tmp: a socket's path must fit AF_UNIX's
+    108 bytes, which pytest's own folders need not."""
+    short = Path(tempfile.mkdtemp(prefix="mps", dir="/tmp"))
+    pipe = short / "p"
     monkeypatch.setattr(be, "MPS_PIPE_DEFAULT", str(tmp_path / "no_default"))
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(pipe))
     monkeypatch.setattr(be, "_mps", [])
-    return pipe
+    yield pipe
+    shutil.rmtree(short, ignore_errors=True)
 
 
 class _Daemon:
@@ -197,9 +201,8 @@ class _Daemon:
 
 
 def _dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
+    """A pid no process can have (above the kernel's largest)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
 
 
 def test_mps_counts_only_with_its_socket_and_a_live_daemon(monkeypatch, mps_pipe):
